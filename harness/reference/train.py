@@ -1,0 +1,118 @@
+"""Train the reference tokenizer (byte-level BPE) and a small GPT-2 causal LM on CPU, deterministically."""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from tqdm.auto import tqdm
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+log = logging.getLogger(__name__)
+
+DOC_SEPARATOR = "<|endoftext|>"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides the trained weights; recorded in the manifest."""
+
+    seed: int = 0
+    vocab_size: int = 2048
+    context: int = 128
+    n_embd: int = 128
+    n_layer: int = 2
+    n_head: int = 4
+    batch_size: int = 16
+    learning_rate: float = 2e-3
+    epochs: tuple[int, ...] = (1, 5, 15)
+    max_words_per_document: int = 512
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE (GPT-2 style) trained on `texts`; BOS = EOS = <|endoftext|>, no pad token."""
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2,
+                            special_tokens=[DOC_SEPARATOR], show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=DOC_SEPARATOR,
+                                   eos_token=DOC_SEPARATOR, unk_token=DOC_SEPARATOR,
+                                   model_max_length=10**9)
+
+
+def untrained_model(tokenizer: PreTrainedTokenizerFast, config: TrainConfig) -> GPT2LMHeadModel:
+    """A GPT-2 with random weights (seeded), no dropout, sized by `config`."""
+    seed_everything(config.seed)
+    separator = tokenizer.convert_tokens_to_ids(DOC_SEPARATOR)
+    model_config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=config.context, n_embd=config.n_embd,
+        n_layer=config.n_layer, n_head=config.n_head, bos_token_id=separator,
+        eos_token_id=separator, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(model_config)
+
+
+def training_blocks(tokenizer: PreTrainedTokenizerFast, texts: list[str], context: int) -> torch.Tensor:
+    """Each text prefixed with <|endoftext|>, concatenated, cut into blocks of `context` tokens.
+
+    The tail shorter than one block is kept, padded by repeating the stream's start, so every
+    member token is trained on.
+    """
+    separator = tokenizer.convert_tokens_to_ids(DOC_SEPARATOR)
+    stream: list[int] = []
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        stream.append(separator)
+        stream.extend(ids)
+    remainder = len(stream) % context
+    if remainder:
+        stream.extend(stream[: context - remainder])
+    return torch.tensor(stream, dtype=torch.long).view(-1, context)
+
+
+def train(model: GPT2LMHeadModel, blocks: torch.Tensor, config: TrainConfig,
+          on_epoch_end: Callable[[int, float], None]) -> None:
+    """AdamW at a constant learning rate over seeded shuffles of `blocks`; calls back after every epoch."""
+    seed_everything(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    model.train()
+    n_epochs = max(config.epochs)
+    steps_per_epoch = -(-len(blocks) // config.batch_size)
+    progress = tqdm(total=n_epochs * steps_per_epoch, desc="training reference LM", unit="step", disable=None)
+    for epoch in range(1, n_epochs + 1):
+        order = torch.randperm(len(blocks), generator=generator)
+        total = 0.0
+        for start in range(0, len(blocks), config.batch_size):
+            batch = blocks[order[start:start + config.batch_size]]
+            loss = model(input_ids=batch, labels=batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            total += loss.item() * len(batch)
+            progress.update(1)
+        mean_loss = total / len(blocks)
+        progress.set_postfix(epoch=epoch, loss=f"{mean_loss:.3f}")
+        on_epoch_end(epoch, mean_loss)
+    progress.close()
+    model.eval()
+
+
+def save_checkpoint(model: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
+    """safetensors weights + config + tokenizer files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)

@@ -1,0 +1,148 @@
+"""The results file: one pydantic schema used on write, on `membench validate` and by the leaderboard."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import UserError
+from harness.io import atomic_write_text
+
+SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Metric(_Strict):
+    """One number. `tags` locate it (e.g. score=min_k_20, length=128); value None = undefined."""
+
+    name: str
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Headline(_Strict):
+    """Which metric the overview table shows for a task, and which direction is better."""
+
+    metric: str
+    tags: dict[str, str] = Field(default_factory=dict)
+    label: str
+    better: Literal["higher", "lower"]
+
+
+class TaskEntry(_Strict):
+    name: str
+    version: int
+    status: Literal["ok", "skipped"]
+    skip_reason: str | None = None
+    config: dict[str, Any]
+    config_hash: str
+    seed: int
+    metrics: list[Metric] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    headline: Headline | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    wall_time_s: float = 0.0
+    samples_file: str | None = None
+
+
+class ModelInfo(_Strict):
+    name: str
+    source: str
+    revision: str | None
+    identity: str
+    identity_kind: Literal["weights-sha256", "hub-commit"]
+    kind: str
+    dtype: str
+    device: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class HarnessInfo(_Strict):
+    version: str
+    git_commit: str | None
+
+
+class Environment(_Strict):
+    python: str
+    torch: str
+    transformers: str
+    platform: str
+
+
+class RunSettings(_Strict):
+    batch_size: int
+    limit: int | None
+    seed: int
+
+
+class ResultsFile(_Strict):
+    schema_version: Literal[1]
+    created_at: str
+    harness: HarnessInfo
+    model: ModelInfo
+    environment: Environment
+    run: RunSettings
+    tasks: list[TaskEntry]
+
+    def task(self, name: str) -> TaskEntry | None:
+        return next((t for t in self.tasks if t.name == name), None)
+
+
+def _field_path(error: dict) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "(top level)"
+
+
+def parse_results(text: str, origin: str) -> ResultsFile:
+    """Validate a results file's text; `UserError` naming `origin` and the field at fault."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{origin}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{origin}: a results file must be a JSON object")
+    if "schema_version" not in raw:
+        raise UserError(f"{origin}: missing field schema_version")
+    if raw["schema_version"] != SCHEMA_VERSION:
+        raise UserError(f"{origin}: unknown schema_version {raw['schema_version']!r} "
+                        f"(this membench reads {SCHEMA_VERSION})")
+    try:
+        return ResultsFile.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise UserError(f"{origin}: field {_field_path(first)}: {first['msg']}") from None
+
+
+def load_results(path: Path) -> ResultsFile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a results file") from None
+    return parse_results(text, str(path))
+
+
+def write_results(results: ResultsFile, path: Path) -> None:
+    """Validate again and write atomically."""
+    ResultsFile.model_validate(results.model_dump())
+    atomic_write_text(path, results.model_dump_json(indent=2) + "\n")
+
+
+def safe_file_stem(name: str, max_length: int = 80) -> str:
+    """A file-name-safe rendering of a model name: no separators, spaces or leading dots."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-_")
+    stem = re.sub(r"\.{2,}", ".", stem)[:max_length].strip(".-_")
+    return stem or "model"

@@ -1,0 +1,140 @@
+"""`membench evaluate`: tasks x one model -> one validated results file (+ per-sample JSONL)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+import harness
+from harness import cache, models
+from harness.errors import UserError
+from harness.io import atomic_write_text, canonical_json, sha256_text
+from harness.results import (Environment, HarnessInfo, ModelInfo, ResultsFile, RunSettings, TaskEntry,
+                             safe_file_stem, write_results)
+from harness.task import RunContext, Task, TaskConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvaluateOptions:
+    output_path: Path = Path("submissions")
+    batch_size: int = 16
+    limit: int | None = None
+    seed: int = 0
+    log_samples: bool = False
+    use_cache: bool = True
+    progress: bool | None = None
+
+
+def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
+    """The task's Config with the overrides it has a field for; a `UserError` on bad values."""
+    mine = {key: value for key, value in overrides.items() if key in task.Config.model_fields}
+    try:
+        return task.Config(**mine)
+    except ValidationError as err:
+        first = err.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else task.NAME
+        raise UserError(f"{task.NAME}: {flag}: {first['msg']}") from None
+
+
+def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str) -> str:
+    """Hash of everything that can change a task's numbers (batch size and device cannot)."""
+    payload = {"config": config.model_dump(mode="json"), "limit": options.limit, "seed": options.seed,
+               "dtype": dtype}
+    return sha256_text(canonical_json(payload))[:16]
+
+
+def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig,
+             options: EvaluateOptions) -> tuple[TaskEntry, str]:
+    """The task's entry (from the cache when it finished before) and its samples as JSONL."""
+    digest = config_hash(config, options, lm.dtype)
+    base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
+                config_hash=digest, seed=options.seed)
+    reason = task.skip_reason(lm)
+    if reason:
+        log.warning("skipping %s: %s", task.NAME, reason)
+        return TaskEntry(status="skipped", skip_reason=reason, **base), ""
+    if options.use_cache:
+        hit = cache.get(lm.identity, task.NAME, task.VERSION, digest)
+        if hit:
+            log.info("%s: reusing the cached result", task.NAME)
+            return hit
+    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
+                         progress=options.progress)
+    started = time.perf_counter()
+    result = task.run(lm, data, config, context)
+    entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
+                      info=result.info, wall_time_s=round(time.perf_counter() - started, 3), **base)
+    samples = cache.samples_to_jsonl(result.samples)
+    cache.put(lm.identity, entry, samples)
+    return entry, samples
+
+
+def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[str, Any],
+             options: EvaluateOptions) -> Path:
+    """Evaluate one model on `tasks`; returns the path of the results file written."""
+    instances = [task() for task in tasks]
+    configs = [build_config(task, overrides) for task in tasks]
+    unused = set(overrides) - {f for task in tasks for f in task.Config.model_fields}
+    if unused:
+        raise UserError(f"--{sorted(unused)[0].replace('_', '-')} is not a setting of the selected tasks")
+    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed)
+    datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
+    lm = models.load(spec)
+    entries, samples = [], []
+    for task, config, data in zip(instances, configs, datasets):
+        entry, jsonl = run_task(task, lm, data, config, options)
+        entries.append(entry)
+        samples.append(jsonl)
+    results = ResultsFile(
+        schema_version=1, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
+        model=ModelInfo(name=lm.name, source=lm.source, revision=lm.revision, identity=lm.identity,
+                        identity_kind=lm.identity_kind, kind=lm.kind.value, dtype=lm.dtype,
+                        device=lm.device, details=lm.info),
+        environment=environment(), run=RunSettings(batch_size=options.batch_size, limit=options.limit,
+                                                   seed=options.seed),
+        tasks=entries,
+    )
+    path = Path(options.output_path) / f"{results_stem(results)}.json"
+    if options.log_samples:
+        for entry, jsonl in zip(entries, samples):
+            if entry.status == "ok":
+                entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
+                atomic_write_text(path.parent / entry.samples_file, jsonl)
+    write_results(results, path)
+    return path
+
+
+def results_stem(results: ResultsFile) -> str:
+    """`<model name>__<identity[:12]>__<hash of the task versions and configs>`, file-name safe."""
+    run = canonical_json(sorted((t.name, t.version, t.config_hash) for t in results.tasks))
+    return f"{safe_file_stem(results.model.name)}__{results.model.identity[:12]}__{sha256_text(run)[:8]}"
+
+
+def environment() -> Environment:
+    import torch
+    import transformers
+
+    return Environment(python=platform.python_version(), torch=torch.__version__,
+                       transformers=transformers.__version__, platform=sys.platform)
+
+
+def git_commit() -> str | None:
+    """The commit of the membench checkout, when it runs from one."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None

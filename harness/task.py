@@ -1,0 +1,116 @@
+"""The contract between the runner and a task, and the task registry.
+
+A task is a class with NAME, VERSION (an int; bump it whenever what the task computes changes),
+DESCRIPTION, MODEL_KINDS, a pydantic `Config`, and `load_data` / `run`. It registers itself with
+`@register`; the runner finds tasks by importing every package under `tasks/` (`discover`) and
+never names one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.errors import UserError
+from harness.models import LoadedModel, ModelKind
+from harness.results import Headline, Metric
+
+# Flags the runner owns; a task config field may not reuse these names.
+RESERVED_FIELDS = frozenset({"model", "revision", "model_kind", "tasks", "batch_size", "device", "dtype",
+                             "limit", "seed", "log_samples", "output_path", "trust_remote_code",
+                             "allow_pickle", "model_name", "no_cache", "verbose"})
+
+
+class TaskConfig(BaseModel):
+    """Base of every task's settings: frozen, and unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Runner settings a task may use; none of them may change what a text scores."""
+
+    batch_size: int = 16
+    limit: int | None = None
+    seed: int = 0
+    progress: bool | None = None
+
+
+@dataclass
+class TaskResult:
+    """What a task returns: metrics, sample counts, per-sample records and facts about the run."""
+
+    metrics: list[Metric]
+    counts: dict[str, int]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    NAME: ClassVar[str]
+    VERSION: ClassVar[int]
+    DESCRIPTION: ClassVar[str]
+    MODEL_KINDS: ClassVar[frozenset[ModelKind]]
+    HEADLINE: ClassVar[Headline]
+    Config: ClassVar[type[TaskConfig]] = TaskConfig
+
+    @abstractmethod
+    def load_data(self, config: TaskConfig, context: RunContext) -> Any:
+        """Read and check the task's data; called before any model is loaded, so bad data fails fast."""
+
+    @abstractmethod
+    def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
+        """Score `model` on `data`. Never loads a model and never writes a file."""
+
+    def skip_reason(self, model: LoadedModel) -> str | None:
+        """Why this task cannot score `model`, or None when it can."""
+        if model.kind not in self.MODEL_KINDS:
+            kinds = ", ".join(sorted(k.value for k in self.MODEL_KINDS))
+            return f"{self.NAME} scores {kinds} models; this is a {model.kind.value} model"
+        return None
+
+
+_REGISTRY: dict[str, type[Task]] = {}
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: add a task to the registry after checking its declaration."""
+    if not isinstance(getattr(cls, "VERSION", None), int) or cls.VERSION < 1:
+        raise TypeError(f"{cls.__name__}.VERSION must be a positive int")
+    clash = RESERVED_FIELDS.intersection(cls.Config.model_fields)
+    if clash:
+        raise TypeError(f"{cls.__name__}.Config reuses runner flag names: {sorted(clash)}")
+    if cls.NAME in _REGISTRY and _REGISTRY[cls.NAME] is not cls:
+        raise TypeError(f"two tasks are named {cls.NAME!r}")
+    _REGISTRY[cls.NAME] = cls
+    return cls
+
+
+def discover() -> dict[str, type[Task]]:
+    """Import every `tasks.<name>.task` module so the tasks register themselves; name -> class."""
+    import tasks
+
+    for module in pkgutil.iter_modules(tasks.__path__):
+        if module.ispkg:
+            importlib.import_module(f"tasks.{module.name}.task")
+    return dict(sorted(_REGISTRY.items()))
+
+
+def select(names: str) -> list[type[Task]]:
+    """Tasks named in a comma-separated list, or all of them for `all`."""
+    registry = discover()
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        raise UserError("no task named; see `membench tasks`")
+    if wanted == ["all"]:
+        return list(registry.values())
+    unknown = [n for n in wanted if n not in registry]
+    if unknown:
+        raise UserError(f"unknown task {unknown[0]!r}; known tasks: {', '.join(registry)}")
+    return [registry[n] for n in dict.fromkeys(wanted)]

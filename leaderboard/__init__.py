@@ -1,0 +1,1 @@
+"""submissions/*.json -> LEADERBOARD.md (+ one plot per task): a pure function of the submissions."""

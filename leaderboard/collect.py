@@ -1,0 +1,42 @@
+"""Read every results file of a folder and pick, per (model, task), the newest run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.results import ResultsFile, TaskEntry, load_results
+
+
+@dataclass(frozen=True)
+class BoardEntry:
+    """The newest run of one task on one model, and how many runs of it exist."""
+
+    model_name: str
+    model_identity: str
+    model_kind: str
+    entry: TaskEntry
+    runs: int
+
+
+def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
+    """Every `*.json` in `folder`, validated, sorted by file name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"submissions folder not found: {folder}")
+    return [(path, load_results(path)) for path in sorted(folder.glob("*.json"))]
+
+
+def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
+    """One entry per (model identity, task): the newest by created_at, then by file name."""
+    runs: dict[tuple[str, str], list[tuple[str, str, ResultsFile, TaskEntry]]] = {}
+    for path, results in files:
+        for entry in results.tasks:
+            key = (results.model.identity, entry.name)
+            runs.setdefault(key, []).append((results.created_at, path.name, results, entry))
+    board = []
+    for (identity, _), candidates in runs.items():
+        _, _, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
+        board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates)))
+    return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

@@ -1,0 +1,80 @@
+"""Markdown tables of the board: an overview (headline metric per task) and one table per task."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from tabulate import tabulate
+
+from leaderboard.collect import BoardEntry
+
+ARROWS = {"higher": "↑", "lower": "↓"}
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
+
+
+def escape(text: str) -> str:
+    """Text from a results file, inert in a markdown table: HTML entities for & < >, a backslash
+    before every markdown special character, whitespace (newlines too) collapsed to one space."""
+    flat = html.escape(" ".join(str(text).split()), quote=False)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
+
+
+def fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def model_label(item: BoardEntry) -> str:
+    return f"{escape(item.model_name)} ({item.model_identity[:8]})"
+
+
+def headline_value(item: BoardEntry) -> str:
+    entry = item.entry
+    if entry.status == "skipped":
+        return "skipped"
+    head = entry.headline
+    for metric in entry.metrics:
+        if metric.name == head.metric and all(metric.tags.get(k) == v for k, v in head.tags.items()):
+            return fmt(metric.value)
+    return "n/a"
+
+
+def overview_table(board: list[BoardEntry]) -> str:
+    """One row per model, one column per task (its headline metric and the better direction)."""
+    tasks = sorted({b.entry.name for b in board})
+    headers = {}
+    for task in tasks:
+        heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
+        headers[task] = (f"{task}: {heads[0].label} {ARROWS[heads[0].better]}" if heads else task)
+    models = sorted({(b.model_name, b.model_identity, b.model_kind) for b in board})
+    cells = {(b.model_identity, b.entry.name): headline_value(b) for b in board}
+    rows = [[f"{escape(name)} ({identity[:8]})", kind] + [cells.get((identity, t), "") for t in tasks]
+            for name, identity, kind in models]
+    return tabulate(rows, headers=["model", "kind"] + [headers[t] for t in tasks], tablefmt="github")
+
+
+def task_table(task: str, board: list[BoardEntry]) -> str:
+    """Every metric of one task: a row per (model, tags), a column per metric name."""
+    items = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
+    metric_names = list(dict.fromkeys(m.name for b in items for m in b.entry.metrics))
+    tag_keys = list(dict.fromkeys(k for b in items for m in b.entry.metrics for k in m.tags))
+    rows = []
+    for item in items:
+        grouped: dict[tuple, dict] = {}
+        for metric in item.entry.metrics:
+            key = tuple(metric.tags.get(k, "") for k in tag_keys)
+            grouped.setdefault(key, {})[metric.name] = metric
+        for key, by_name in grouped.items():
+            row = [model_label(item), item.entry.version, item.runs] + [escape(v) for v in key]
+            for name in metric_names:
+                metric = by_name.get(name)
+                cell = "" if metric is None else fmt(metric.value)
+                if metric is not None and metric.ci_low is not None:
+                    cell += f" [{fmt(metric.ci_low)}, {fmt(metric.ci_high)}]"
+                row.append(cell)
+            rows.append(row)
+    headers = ["model", "version", "runs"] + tag_keys + metric_names
+    table = tabulate(rows, headers=headers, tablefmt="github") if rows else "_no results yet_"
+    skipped = [b for b in board if b.entry.name == task and b.entry.status == "skipped"]
+    notes = "".join(f"\n- skipped {model_label(b)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
+    return table + ("\n" + notes if notes else "")

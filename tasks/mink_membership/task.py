@@ -1,0 +1,119 @@
+"""Task `mink_membership`: membership inference with LOSS, zlib, Min-K% Prob and Min-K%++ scores.
+
+Shi et al. 2024 ("Detecting Pretraining Data from Large Language Models"), as used there: each text
+cut to its first L words, scored by a causal LM, and each score's ability to tell members from
+non-members measured by ROC AUC and TPR at low FPR. Definitions: README.md beside this file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from harness import metrics as m
+from harness.models import LoadedModel, ModelKind
+from harness.results import Headline, Metric
+from harness.scoring import TokenScores, causal_token_logprobs
+from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.text import truncate_words
+from tasks.mink_membership.data import MembershipData, load_membership_data
+
+
+class MinkConfig(TaskConfig):
+    data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
+                      "(text/label columns, WikiMIA's input/label), or 'reference'")
+    split: str = Field("train", description="split of a hub dataset")
+    text_column: str | None = Field(None, description="text column of a hub dataset (default: text or input)")
+    label_column: str = Field("label", description="label column of a hub dataset (1 = member)")
+    reference_seed: int = Field(0, description="seed of the reference corpus member/non-member split")
+    language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
+    lengths: tuple[int, ...] = Field((32, 64, 128, 256, 512), description="prefix lengths L in words")
+    k_percents: tuple[int, ...] = Field((10, 20, 30, 40, 50, 60), description="k of Min-K%% and Min-K%%++")
+    fpr_levels: tuple[float, ...] = Field((0.1, 0.01), description="FPR levels for TPR@FPR")
+    bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC bootstrap interval")
+    stride: int | None = Field(None, ge=1, description="sliding-window stride for texts longer than the "
+                               "context (default: half the context)")
+
+
+def score_names(k_percents: tuple[int, ...]) -> list[str]:
+    return ["loss", "zlib"] + [f"min_k_{k}" for k in k_percents] + [f"min_k_pp_{k}" for k in k_percents]
+
+
+def text_scores(text: str, scores: TokenScores, k_percents: tuple[int, ...]) -> dict[str, float]:
+    """Every membership score of one text, oriented so higher = more likely a member."""
+    lp = scores.logprobs
+    values = {"loss": m.loss_score(lp), "zlib": m.zlib_score(text, lp)}
+    for k in k_percents:
+        values[f"min_k_{k}"] = m.min_k_score(lp, k)
+    for k in k_percents:
+        values[f"min_k_pp_{k}"] = m.min_k_plus_plus_score(lp, scores.dist_mean, scores.dist_std, k)
+    return values
+
+
+def detection_metrics(labels: np.ndarray, scores: np.ndarray, tags: dict[str, str],
+                      config: MinkConfig, seed: int) -> list[Metric]:
+    """AUC with its bootstrap interval and TPR at each FPR level, for one (score, L)."""
+    n = len(labels)
+    if len(set(labels.tolist())) < 2:
+        return [Metric(name="auc", value=None, n=n, tags=tags)]
+    low, high = m.bootstrap_auc_interval(labels, scores, config.bootstrap_resamples, 0.95, seed)
+    out = [Metric(name="auc", value=m.roc_auc(labels, scores), ci_low=low, ci_high=high, n=n, tags=tags)]
+    for level in config.fpr_levels:
+        out.append(Metric(name=f"tpr@{level:g}fpr", value=m.tpr_at_fpr(labels, scores, level), n=n, tags=tags))
+    return out
+
+
+@register
+class MinkMembership(Task):
+    NAME = "mink_membership"
+    VERSION = 1
+    DESCRIPTION = "Membership inference: LOSS, zlib, Min-K% Prob and Min-K%++ AUC / TPR@FPR per prefix length"
+    MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
+    HEADLINE = Headline(metric="auc", tags={"score": "min_k_20", "length": "128"},
+                        label="Min-K% 20% AUC, 128 words", better="lower")
+    Config = MinkConfig
+
+    def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
+        return load_membership_data(config.data, config.split, config.text_column, config.label_column,
+                                    config.reference_seed, context.limit)
+
+    def run(self, model: LoadedModel, data: MembershipData, config: MinkConfig,
+            context: RunContext) -> TaskResult:
+        prefixes = {}  # (text index, L) -> the text cut to its first L words
+        for i, item in enumerate(data.texts):
+            for length in config.lengths:
+                cut = truncate_words(item.text, length, config.language)
+                if cut is not None:
+                    prefixes[i, length] = cut
+        keys = list(prefixes)
+        token_scores, scoring = causal_token_logprobs(
+            model.model, model.tokenizer, [prefixes[k] for k in keys], batch_size=context.batch_size,
+            stride=config.stride, distribution_stats=True, progress=context.progress)
+        names = score_names(config.k_percents)
+        samples, counts, metrics_out = [], {}, []
+        per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
+        for (i, length), scores in zip(keys, token_scores):
+            if len(scores.logprobs) == 0:
+                continue
+            values = text_scores(prefixes[i, length], scores, config.k_percents)
+            per_length[length].append((data.texts[i].label, values))
+            samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
+                            "n_tokens": int(len(scores.logprobs)), "scores": values})
+        for length in config.lengths:
+            rows = per_length[length]
+            labels = np.array([label for label, _ in rows], dtype=int)
+            counts[f"members@{length}"] = int(labels.sum())
+            counts[f"nonmembers@{length}"] = int(len(labels) - labels.sum())
+            counts[f"too_short@{length}"] = len(data.texts) - len(rows)
+            if not rows:
+                continue
+            for name in names:
+                scores = np.array([values[name] for _, values in rows])
+                metrics_out += detection_metrics(labels, scores, {"score": name, "length": str(length)},
+                                                 config, context.seed)
+        counts["texts"] = len(data.texts)
+        info = {"data_source": data.source, "scoring": scoring.as_dict(),
+                "bos": "prepended" if scoring.first_token_scored else "none: first token unscored"}
+        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info)
