@@ -60,12 +60,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other user error."""
+
+    def error(self, message: str):
+        self.exit(2, f"membench: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.models import ModelKind
 
-    parser = argparse.ArgumentParser(prog="membench", description=__doc__)
+    parser = OneLineErrorParser(prog="membench", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
 
     ev = commands.add_parser("evaluate", help="evaluate one checkpoint on tasks, write a results file")
     ev.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
@@ -96,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--check", action="store_true", help="exit 1 when the file on disk is not current")
 
     ref = commands.add_parser("reference", help="reference checkpoints")
-    ref_commands = ref.add_subparsers(dest="reference_command", required=True)
+    ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
     rb = ref_commands.add_parser("build", help="train the reference causal LMs (CPU, a few minutes)")
     rb.add_argument("--output", type=Path, help="folder (default: the membench cache)")
     rb.add_argument("--seed", type=int, default=0)

@@ -97,20 +97,31 @@ class HubDataset:
         return f"Hugging Face dataset {self.repo_id}{rev} ({self.config or 'default'}, split {self.split})"
 
     def load(self):
-        """Return the `datasets.Dataset`; a `UserError` when the hub cannot be reached or lacks it."""
+        """Return the `datasets.Dataset`; a `UserError` when the hub cannot be reached or lacks it.
+
+        Unless the hub is switched off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE, where `datasets`
+        reads its local cache), one quick metadata request checks that the hub answers, so an
+        offline machine fails in about a second instead of after the client's retries.
+        """
         import datasets
 
+        if not (os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")):
+            from huggingface_hub import HfApi
+
+            try:
+                HfApi().dataset_info(self.repo_id, revision=self.revision, timeout=10)
+            except Exception as err:  # connection errors and "not found" alike mean: cannot use it
+                raise UserError(f"cannot reach {self.describe()} on the Hugging Face Hub (offline?): "
+                                f"{type(err).__name__}: {first_line(err)}") from None
         try:
-            return datasets.load_dataset(
-                self.repo_id, self.config, split=self.split, revision=self.revision
-            )
-        except (ConnectionError, OSError, ValueError, FileNotFoundError) as err:
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(f"cannot load {self.describe()}: {first_line}") from None
-        except Exception as err:  # the hub client raises many types when offline
-            if type(err).__module__.startswith(("huggingface_hub", "datasets", "requests", "httpx")):
-                raise UserError(f"cannot load {self.describe()} (offline?): {type(err).__name__}") from None
-            raise
+            return datasets.load_dataset(self.repo_id, self.config, split=self.split, revision=self.revision)
+        except Exception as err:  # the hub and datasets clients raise many types; all mean "cannot load"
+            raise UserError(f"cannot load {self.describe()}: {type(err).__name__}: {first_line(err)}") from None
+
+
+def first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else ""
 
 
 Source = Union[LocalFile, WheelMember]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from harness.data import first_line
 from harness.errors import UserError
 from harness.io import sha256_file, sha256_text
 
@@ -117,9 +118,8 @@ def _download_from_hub(spec: ModelSpec) -> tuple[Path, str, str]:
     try:
         folder = Path(snapshot_download(spec.model, revision=spec.revision, allow_patterns=patterns))
     except Exception as err:  # the hub client has many error types; all mean "could not get it"
-        detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise UserError(f"cannot fetch {spec.model!r} from the Hugging Face Hub (offline or unknown id?): "
-                        f"{detail}") from None
+                        f"{type(err).__name__}: {first_line(err)}") from None
     return folder, "hub-commit", folder.name
 
 
@@ -151,9 +151,12 @@ def read_config(folder: Path) -> dict:
     if not config_path.is_file():
         raise UserError(f"{folder} is not a checkpoint: it has no config.json")
     try:
-        return json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(config_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise UserError(f"{config_path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{config_path} must hold a JSON object")
+    return config
 
 
 def resolve_device(device: str) -> str:
@@ -221,6 +224,8 @@ def load_tokenizer(folder: Path, trust_remote_code: bool):
 
 def load(spec: ModelSpec) -> LoadedModel:
     """Load the checkpoint described by `spec` onto its device, in eval mode."""
+    from safetensors import SafetensorError
+
     folder, identity_kind, revision = resolve_local_folder(spec)
     config = read_config(folder)
     files = weight_files(folder, spec.allow_pickle)
@@ -234,8 +239,10 @@ def load(spec: ModelSpec) -> LoadedModel:
             folder, dtype=torch_dtype, trust_remote_code=spec.trust_remote_code,
             use_safetensors=files[0].suffix == ".safetensors",
         )
-    except ValueError as err:
-        raise UserError(f"cannot load {spec.model} as a {kind.value} model: {str(err).splitlines()[0]}") from None
+    except (ValueError, OSError, RuntimeError, SafetensorError) as err:
+        raise UserError(f"cannot load {spec.model} ({', '.join(p.name for p in files)}) as a {kind.value} model: "
+                        f"{type(err).__name__}: "
+                        f"{first_line(err)}") from None
     model.to(device).eval()
     name = spec.name or (spec.model if identity_kind == "hub-commit" else folder.resolve().name)
     return LoadedModel(

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import UserError
 from harness.io import atomic_write_text
@@ -39,8 +39,11 @@ class Headline(_Strict):
     better: Literal["higher", "lower"]
 
 
+TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+
+
 class TaskEntry(_Strict):
-    name: str
+    name: str = Field(pattern=TASK_NAME_PATTERN)
     version: int
     status: Literal["ok", "skipped"]
     skip_reason: str | None = None
@@ -59,9 +62,9 @@ class ModelInfo(_Strict):
     name: str
     source: str
     revision: str | None
-    identity: str
+    identity: str = Field(pattern=r"^[0-9a-f]{7,64}$")
     identity_kind: Literal["weights-sha256", "hub-commit"]
-    kind: str
+    kind: Literal["causal-lm", "masked-lm", "seq2seq", "token-classifier", "encoder"]
     dtype: str
     device: str
     details: dict[str, Any] = Field(default_factory=dict)
@@ -87,7 +90,7 @@ class RunSettings(_Strict):
 
 class ResultsFile(_Strict):
     schema_version: Literal[1]
-    created_at: str
+    created_at: AwareDatetime
     harness: HarnessInfo
     model: ModelInfo
     environment: Environment

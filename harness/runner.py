@@ -97,7 +97,7 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         entries.append(entry)
         samples.append(jsonl)
     results = ResultsFile(
-        schema_version=1, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        schema_version=1, created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0),
         harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
         model=ModelInfo(name=lm.name, source=lm.source, revision=lm.revision, identity=lm.identity,
                         identity_kind=lm.identity_kind, kind=lm.kind.value, dtype=lm.dtype,
@@ -117,8 +117,8 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
 
 
 def results_stem(results: ResultsFile) -> str:
-    """`<model name>__<identity[:12]>__<hash of the task versions and configs>`, file-name safe."""
-    run = canonical_json(sorted((t.name, t.version, t.config_hash) for t in results.tasks))
+    """`<model name>__<identity[:12]>__<hash of the model kind, task versions and configs>`, file-name safe."""
+    run = canonical_json([results.model.kind, sorted((t.name, t.version, t.config_hash) for t in results.tasks)])
     return f"{safe_file_stem(results.model.name)}__{results.model.identity[:12]}__{sha256_text(run)[:8]}"
 
 

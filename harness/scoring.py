@@ -155,7 +155,7 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
             if distribution_stats:
                 probs = log_dist.exp()
                 mean = (probs * log_dist).sum(-1)
-                var = (probs * log_dist.square()).sum(-1) - mean.square()
+                var = (probs * (log_dist - mean[:, None]).square()).sum(-1)  # centred: no cancellation
                 means[row.sequence][span] = mean.cpu().numpy()
-                stds[row.sequence][span] = var.clamp_min(0).sqrt().cpu().numpy()
+                stds[row.sequence][span] = var.sqrt().cpu().numpy()
     return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]

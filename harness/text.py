@@ -29,7 +29,8 @@ def word_end_offsets(text: str, language: str = "en") -> list[int]:
         ends, position = [], 0
         for word in _japanese_tagger()(text):
             position = text.index(word.surface, position) + len(word.surface)
-            ends.append(position)
+            if word.surface.strip():  # MeCab returns full-width spaces as tokens; they are not words
+                ends.append(position)
         return ends
     if language == "en":
         return [match.end() for match in _WORD.finditer(text)]
@@ -37,7 +38,9 @@ def word_end_offsets(text: str, language: str = "en") -> list[int]:
 
 
 def truncate_words(text: str, n_words: int, language: str = "en") -> str | None:
-    """The text up to and including its `n_words`-th word; None when it has fewer words."""
+    """The text up to and including its `n_words`-th word (n_words >= 1); None when it has fewer words."""
+    if n_words < 1:
+        raise ValueError(f"n_words must be at least 1, got {n_words}")
     ends = word_end_offsets(text, language)
     if len(ends) < n_words:
         return None

@@ -25,7 +25,7 @@ def fmt(value: float | None) -> str:
 
 
 def model_label(item: BoardEntry) -> str:
-    return f"{escape(item.model_name)} ({item.model_identity[:8]})"
+    return f"{escape(item.model_name)} ({escape(item.model_identity[:8])})"
 
 
 def headline_value(item: BoardEntry) -> str:
@@ -45,12 +45,12 @@ def overview_table(board: list[BoardEntry]) -> str:
     headers = {}
     for task in tasks:
         heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
-        headers[task] = (f"{task}: {heads[0].label} {ARROWS[heads[0].better]}" if heads else task)
+        headers[task] = f"{task}: {escape(heads[0].label)} {ARROWS[heads[0].better]}" if heads else task
     models = sorted({(b.model_name, b.model_identity, b.model_kind) for b in board})
     cells = {(b.model_identity, b.entry.name): headline_value(b) for b in board}
-    rows = [[f"{escape(name)} ({identity[:8]})", kind] + [cells.get((identity, t), "") for t in tasks]
+    rows = [[f"{escape(name)} ({escape(identity[:8])})", escape(kind)] + [cells.get((identity, t), "") for t in tasks]
             for name, identity, kind in models]
-    return tabulate(rows, headers=["model", "kind"] + [headers[t] for t in tasks], tablefmt="github")
+    return tabulate(rows, headers=["model", "kind"] + [headers[t] for t in tasks], tablefmt="github", disable_numparse=True)
 
 
 def task_table(task: str, board: list[BoardEntry]) -> str:
@@ -73,8 +73,8 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
                     cell += f" [{fmt(metric.ci_low)}, {fmt(metric.ci_high)}]"
                 row.append(cell)
             rows.append(row)
-    headers = ["model", "version", "runs"] + tag_keys + metric_names
-    table = tabulate(rows, headers=headers, tablefmt="github") if rows else "_no results yet_"
+    headers = ["model", "version", "runs"] + [escape(k) for k in tag_keys + metric_names]
+    table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) if rows else "_no results yet_"
     skipped = [b for b in board if b.entry.name == task and b.entry.status == "skipped"]
     notes = "".join(f"\n- skipped {model_label(b)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
     return table + ("\n" + notes if notes else "")

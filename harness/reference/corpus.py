@@ -29,22 +29,20 @@ class Document:
     member: bool
 
 
-def load_xsum_documents(limit: int | None = None) -> list[tuple[str, str]]:
+def load_xsum_documents() -> list[tuple[str, str]]:
     """(id, article text) pairs of the XSum copy, in file order."""
     with jsonlines.open(XSUM_SOURCE.fetch()) as reader:
-        rows = [(str(row["id"]), row["document"]) for row in reader]
-    return rows[:limit] if limit else rows
+        return [(str(row["id"]), row["document"]) for row in reader]
 
 
-def split_members(doc_ids: list[str], seed: int, n_members: int | None = None) -> set[str]:
-    """The member ids: a seeded permutation of the ids in file order, first half (or n_members)."""
+def split_members(doc_ids: list[str], seed: int) -> set[str]:
+    """The member ids: the first half of a seeded permutation of the ids (in file order)."""
     order = np.random.default_rng(seed).permutation(len(doc_ids))
-    n_members = len(doc_ids) // 2 if n_members is None else n_members
-    return {doc_ids[i] for i in order[:n_members]}
+    return {doc_ids[i] for i in order[: len(doc_ids) // 2]}
 
 
-def reference_corpus(seed: int = 0, n_documents: int | None = None) -> list[Document]:
+def reference_corpus(seed: int = 0) -> list[Document]:
     """All reference documents with their membership label for the reference build of `seed`."""
-    rows = load_xsum_documents(n_documents)
+    rows = load_xsum_documents()
     members = split_members([doc_id for doc_id, _ in rows], seed)
     return [Document(doc_id, text, doc_id in members) for doc_id, text in rows]

@@ -61,7 +61,7 @@ def untrained_model(tokenizer: PreTrainedTokenizerFast, config: TrainConfig) -> 
     model_config = GPT2Config(
         vocab_size=len(tokenizer), n_positions=config.context, n_embd=config.n_embd,
         n_layer=config.n_layer, n_head=config.n_head, bos_token_id=separator,
-        eos_token_id=separator, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        eos_token_id=separator, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, loss_type="ForCausalLM",
     )
     return GPT2LMHeadModel(model_config)
 

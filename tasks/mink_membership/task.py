@@ -7,10 +7,10 @@ non-members measured by ROC AUC and TPR at low FPR. Definitions: README.md besid
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from harness import metrics as m
 from harness.models import LoadedModel, ModelKind
@@ -29,9 +29,9 @@ class MinkConfig(TaskConfig):
     label_column: str = Field("label", description="label column of a hub dataset (1 = member)")
     reference_seed: int = Field(0, description="seed of the reference corpus member/non-member split")
     language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
-    lengths: tuple[int, ...] = Field((32, 64, 128, 256, 512), description="prefix lengths L in words")
-    k_percents: tuple[int, ...] = Field((10, 20, 30, 40, 50, 60), description="k of Min-K%% and Min-K%%++")
-    fpr_levels: tuple[float, ...] = Field((0.1, 0.01), description="FPR levels for TPR@FPR")
+    lengths: tuple[PositiveInt, ...] = Field((32, 64, 128, 256, 512), description="prefix lengths L in words")
+    k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field((10, 20, 30, 40, 50, 60), description="k of Min-K%% and Min-K%%++")
+    fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01), description="FPR levels for TPR@FPR")
     bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC bootstrap interval")
     stride: int | None = Field(None, ge=1, description="sliding-window stride for texts longer than the "
                                "context (default: half the context)")

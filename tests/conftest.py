@@ -1,0 +1,53 @@
+"""Shared fixtures: a private membench cache, a tiny random causal LM, and the quick reference build."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.reference import train
+
+TINY_TEXTS = [
+    "The quick brown fox jumps over the lazy dog near the river bank.",
+    "A journey of a thousand miles begins with a single step forward.",
+    "Members of parliament debated the new budget late into the night.",
+    "The football club announced the signing of a new striker on Monday.",
+] * 8
+
+
+@pytest.fixture(scope="session", autouse=True)
+def membench_cache(tmp_path_factory) -> Path:
+    """Every test session gets its own cache unless MEMBENCH_TEST_CACHE names a shared one."""
+    root = Path(os.environ.get("MEMBENCH_TEST_CACHE") or tmp_path_factory.mktemp("membench-cache"))
+    os.environ["MEMBENCH_CACHE"] = str(root)
+    return root
+
+
+def save_tiny_causal_lm(folder: Path, context: int = 32, seed: int = 0) -> Path:
+    """A 1-layer GPT-2 with random weights and a BPE tokenizer without a pad token."""
+    tokenizer = train.train_tokenizer(TINY_TEXTS, vocab_size=300)
+    config = train.TrainConfig(seed=seed, vocab_size=300, context=context, n_embd=32, n_layer=1, n_head=2)
+    model = train.untrained_model(tokenizer, config)
+    train.save_checkpoint(model, tokenizer, folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory) -> Path:
+    return save_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm") / "tiny-gpt2")
+
+
+@pytest.fixture(scope="session")
+def quick_reference(membench_cache) -> Path:
+    """The quick reference build (first 64 words of each member; untrained, 1, 5 and 15 epochs)."""
+    from harness.reference.build import build, quick_config
+
+    return build(quick_config())
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path

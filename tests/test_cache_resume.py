@@ -1,0 +1,87 @@
+"""An interrupted multi-task evaluation, run again, reuses the finished tasks and gives identical results."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import task as task_module
+from harness.models import ModelKind, ModelSpec
+from harness.results import Headline, Metric, load_results
+from harness.runner import EvaluateOptions, evaluate
+from harness.task import RunContext, Task, TaskResult, select
+
+
+class Calls:
+    count = {"a": 0, "b": 0}
+    interrupt_b = True
+
+
+class _CountingTask(Task):
+    DESCRIPTION = "test task: mean token log-prob of fixed texts"
+    MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
+    VERSION = 1
+    HEADLINE = Headline(metric="mean_logprob", label="mean log-prob", better="lower")
+
+    def load_data(self, config, context: RunContext):
+        return ["one short text", "another short text here"]
+
+    def run(self, model, data, config, context) -> TaskResult:
+        from harness.scoring import causal_token_logprobs
+
+        Calls.count[self.key] += 1
+        if self.key == "b" and Calls.interrupt_b:
+            raise KeyboardInterrupt
+        scores, _ = causal_token_logprobs(model.model, model.tokenizer, data)
+        value = float(sum(s.logprobs.sum() for s in scores))
+        return TaskResult(metrics=[Metric(name="mean_logprob", value=value)], counts={"texts": len(data)},
+                          samples=[{"i": i} for i in range(len(data))])
+
+
+class TaskA(_CountingTask):
+    NAME, key = "test_resume_a", "a"
+
+
+class TaskB(_CountingTask):
+    NAME, key = "test_resume_b", "b"
+
+
+@pytest.fixture
+def two_tasks(monkeypatch):
+    monkeypatch.setitem(task_module._REGISTRY, TaskA.NAME, TaskA)
+    monkeypatch.setitem(task_module._REGISTRY, TaskB.NAME, TaskB)
+    Calls.count = {"a": 0, "b": 0}
+    Calls.interrupt_b = True
+    return select(f"{TaskA.NAME},{TaskB.NAME}")
+
+
+def test_interrupted_run_resumes_from_the_cache(tiny_lm, tmp_path, two_tasks):
+    out = tmp_path / "out"
+    options = EvaluateOptions(output_path=out, log_samples=True)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(ModelSpec(str(tiny_lm)), two_tasks, {}, options)
+    assert Calls.count == {"a": 1, "b": 1}
+    assert not out.exists() or not list(out.iterdir())  # nothing half-written
+
+    Calls.interrupt_b = False
+    first = evaluate(ModelSpec(str(tiny_lm)), two_tasks, {}, options)
+    assert Calls.count == {"a": 1, "b": 2}  # task a came from the cache
+
+    second = evaluate(ModelSpec(str(tiny_lm)), two_tasks, {}, options)
+    assert Calls.count == {"a": 1, "b": 2}  # both cached now
+    assert first == second
+    a, b = load_results(first), load_results(second)
+    assert [t.model_dump(exclude={"wall_time_s"}) for t in a.tasks] == [t.model_dump(exclude={"wall_time_s"}) for t in b.tasks]
+    assert (out / f"{first.stem}.{TaskA.NAME}.samples.jsonl").read_text().count("\n") == 2
+
+
+def test_cache_is_keyed_on_config_and_model(tiny_lm, tmp_path, two_tasks):
+    from conftest import save_tiny_causal_lm
+
+    Calls.interrupt_b = False
+    options = EvaluateOptions(output_path=tmp_path / "out")
+    evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, options)
+    evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, EvaluateOptions(output_path=tmp_path / "out", seed=1))
+    other = save_tiny_causal_lm(tmp_path / "other-lm", seed=1)
+    evaluate(ModelSpec(str(other)), two_tasks[:1], {}, options)
+    evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, EvaluateOptions(output_path=tmp_path / "x", use_cache=False))
+    assert Calls.count["a"] == 4  # a new seed, a new model and --no-cache each recompute

@@ -1,0 +1,78 @@
+"""`membench tasks`, the task-setting flags of `membench evaluate`, and bad setting values."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+from harness.task import discover
+from tasks.mink_membership.task import MinkMembership
+
+
+def test_tasks_lists_mink_membership(capsys):
+    assert main(["tasks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split()
+    assert header[:4] == ["task", "version", "model", "kinds"]
+    [row] = [line for line in lines if line.split()[:1] == ["mink_membership"]]
+    assert row.split()[1] == str(MinkMembership.VERSION) == "1"
+    assert "causal-lm" in row
+    assert "Membership inference" in row
+    # one row per registered task, no more
+    assert len(lines) == 2 + len(discover())
+
+
+def test_evaluate_help_shows_task_flags(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--lengths", "--language", "--data", "--k-percents", "--bootstrap-resamples", "--stride"):
+        assert flag in out, flag
+    assert "task settings" in out
+    # every Config field of every task has its flag
+    for task in discover().values():
+        for field in task.Config.model_fields:
+            assert "--" + field.replace("_", "-") in out, field
+
+
+def one_error_line(capsys, argv: list[str]) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("membench: error: ")
+    assert "Traceback" not in captured.err and captured.out == ""
+    return lines[0]
+
+
+def test_unknown_language_value(capsys, tiny_lm, tmp_path):
+    out = tmp_path / "out"
+    line = one_error_line(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "mink_membership",
+                                   "--language", "xx", "--output-path", str(out)])
+    assert "--language" in line and "mink_membership" in line
+    assert "'en'" in line and "'ja'" in line  # names the values that are allowed
+    assert not out.exists()
+
+
+def test_non_integer_lengths(capsys, tiny_lm, tmp_path):
+    out = tmp_path / "out"
+    line = one_error_line(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "mink_membership",
+                                   "--lengths", "32,abc", "--output-path", str(out)])
+    assert "--lengths" in line
+    assert not out.exists()
+
+
+def test_setting_below_its_minimum(capsys, tiny_lm, tmp_path):
+    out = tmp_path / "out"
+    line = one_error_line(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "mink_membership",
+                                   "--bootstrap-resamples", "3", "--output-path", str(out)])
+    assert "--bootstrap-resamples" in line and "10" in line
+    assert not out.exists()
+
+
+def test_empty_task_list(capsys, tiny_lm, tmp_path):
+    line = one_error_line(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", " , ",
+                                   "--output-path", str(tmp_path / "out")])
+    assert "no task" in line

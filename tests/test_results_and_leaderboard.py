@@ -1,0 +1,402 @@
+"""The results schema (write -> load, `membench validate`) and the leaderboard built from submissions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from harness.cli import main
+from harness.results import (Environment, HarnessInfo, Metric, ModelInfo, ResultsFile, RunSettings, TaskEntry,
+                             load_results, safe_file_stem, write_results)
+from harness.runner import results_stem
+from leaderboard.build import PLOTS_FOLDER, render_markdown
+from tasks.mink_membership.task import MinkMembership
+
+TASK = MinkMembership.NAME
+HEADLINE = MinkMembership.HEADLINE
+LENGTHS = (32, 64, 128)
+ID_A, ID_B, ID_C = "a" * 64, "b" * 64, "c" * 64
+
+
+def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = "2024-01-01T00:00:00+00:00",
+                 auc: float = 0.6, task: str = TASK, config_hash: str = "0123456789abcdef",
+                 status: str = "ok", skip_reason: str | None = None) -> ResultsFile:
+    """A valid results file with one mink-style task entry; the headline AUC (length 128) is `auc`,
+    the other lengths are auc - 0.01 * (their index from the end)."""
+    metrics = []
+    if status == "ok":
+        for i, length in enumerate(LENGTHS):
+            value = round(auc - 0.01 * (len(LENGTHS) - 1 - i), 6)
+            tags = {"score": "min_k_20", "length": str(length)}
+            metrics += [Metric(name="auc", value=value, ci_low=value - 0.05, ci_high=value + 0.05, n=200, tags=tags),
+                        Metric(name="tpr@0.1fpr", value=0.25, n=200, tags=tags)]
+    entry = TaskEntry(name=task, version=1, status=status, skip_reason=skip_reason, config={"lengths": list(LENGTHS)},
+                      config_hash=config_hash, seed=0, metrics=metrics, counts={"texts": 200} if metrics else {},
+                      headline=HEADLINE if status == "ok" else None, wall_time_s=1.5)
+    return ResultsFile(
+        schema_version=1, created_at=created_at,
+        harness=HarnessInfo(version="0.1.0", git_commit=None),
+        model=ModelInfo(name=name, source=f"./{name}", revision=None, identity=identity,
+                        identity_kind="weights-sha256", kind="causal-lm", dtype="float32", device="cpu"),
+        environment=Environment(python="3.12.0", torch="2.13.0", transformers="5.0.0", platform="linux"),
+        run=RunSettings(batch_size=16, limit=None, seed=0),
+        tasks=[entry],
+    )
+
+
+def submit(folder: Path, results: ResultsFile, file_name: str | None = None) -> Path:
+    path = folder / (file_name or f"{results_stem(results)}.json")
+    write_results(results, path)
+    return path
+
+
+@pytest.fixture
+def submissions(tmp_path) -> Path:
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    submit(folder, make_results("model-a", ID_A, auc=0.61))
+    submit(folder, make_results("model-b", ID_B, auc=0.72))
+    return folder
+
+
+# ---------------------------------------------------------------- markdown table helpers
+
+
+def split_cells(row: str) -> list[str]:
+    """Cells of a markdown table row, split on pipes not escaped by a backslash."""
+    cells, current, i = [], "", 0
+    while i < len(row):
+        if row[i] == "\\" and i + 1 < len(row):
+            current += row[i:i + 2]
+            i += 2
+            continue
+        if row[i] == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += row[i]
+        i += 1
+    cells.append(current)
+    return [c.strip() for c in cells[1:-1]]  # a github row starts and ends with a pipe
+
+
+def unescaped_pipes(row: str) -> int:
+    return len(split_cells(row)) + 1
+
+
+def section(markdown: str, heading: str) -> str:
+    """The text after `heading` up to the next heading of the same level."""
+    parts = re.split(r"^(## .*)$", markdown, flags=re.M)
+    index = parts.index(heading)
+    return parts[index + 1]
+
+
+def table(text: str) -> list[str]:
+    """The lines of the first markdown table in `text` (header, rule, rows)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+def records(lines: list[str]) -> list[dict[str, str]]:
+    header = split_cells(lines[0])
+    return [dict(zip(header, split_cells(line))) for line in lines[2:]]
+
+
+def unescape_markdown(cell: str) -> str:
+    return html.unescape(re.sub(r"\\(.)", r"\1", cell))
+
+
+# ---------------------------------------------------------------- results files
+
+
+def test_write_load_round_trip(tmp_path):
+    results = make_results("round-trip", auc=0.654321)
+    path = submit(tmp_path, results)
+    loaded = load_results(path)
+    assert loaded == results
+    assert loaded.task(TASK).headline == HEADLINE
+    assert loaded.task(TASK).metrics[2].value == pytest.approx(0.644321)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 1 and raw["model"]["identity"] == ID_A
+    assert path.read_text(encoding="utf-8").endswith("}\n")
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_write_results_validates_before_writing(tmp_path):
+    good = make_results()
+    bad = good.model_copy(update={"model": good.model.model_copy(update={"identity_kind": "md5"})})
+    with pytest.raises(ValidationError):
+        write_results(bad, tmp_path / "bad.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_validate_command(capsys, tmp_path):
+    good = submit(tmp_path, make_results("good-model"))
+    assert main(["validate", str(good)]) == 0
+    assert capsys.readouterr().out.strip() == f"{good}: ok (good-model, 1 task(s))"
+
+    raw = json.loads(good.read_text())
+    raw["tasks"][0]["metrics"][0]["value"] = "very high"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw))
+    assert main(["validate", str(good), str(bad)]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith("membench: error: ") and str(bad) in line and "tasks.0.metrics.0.value" in line
+    assert captured.out.strip() == f"{good}: ok (good-model, 1 task(s))"  # the good file is still reported
+
+
+def test_validate_rejects_unknown_fields(capsys, tmp_path):
+    raw = json.loads(submit(tmp_path, make_results()).read_text())
+    raw["model"]["favourite_colour"] = "blue"
+    path = tmp_path / "extra.json"
+    path.write_text(json.dumps(raw))
+    assert main(["validate", str(path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "model.favourite_colour" in line
+
+
+# ---------------------------------------------------------------- file names
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd x", "..", "", "   ", "a/b\\c d", ".hidden", "名前のモデル",
+                                  "x" * 300, "-_.weird.-_", "org/model name (v2)"])
+def test_safe_file_stem(name, tmp_path):
+    stem = safe_file_stem(name)
+    assert stem and len(stem) <= 80
+    assert "/" not in stem and "\\" not in stem and " " not in stem
+    assert not stem.startswith(".") and ".." not in stem
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", stem)
+    assert (tmp_path / f"{stem}.json").resolve().parent == tmp_path.resolve()
+
+
+def test_safe_file_stem_keeps_the_readable_part():
+    stem = safe_file_stem("../../etc/passwd x")
+    assert "etc" in stem and "passwd" in stem and stem.startswith("etc")
+    assert safe_file_stem("gpt2-small_v1.0") == "gpt2-small_v1.0"
+
+
+def test_results_stem_is_stable():
+    base = make_results("org/my model", ID_A, created_at="2024-01-01T00:00:00+00:00", auc=0.6)
+    stem = results_stem(base)
+    # Pinned: the file name of a run must not change between membench versions or machines.
+    # (name, identity[:12], hash of [kind, [(task, version, config_hash)]]) for a causal LM,
+    # mink_membership v1, config hash 0123456789abcdef.
+    assert stem == "org-my-model__aaaaaaaaaaaa__194acdd8"
+    assert results_stem(ResultsFile.model_validate_json(base.model_dump_json())) == stem
+    # Not part of the name: when it ran, its numbers, the machine.
+    rerun = make_results("org/my model", ID_A, created_at="2025-05-05T12:00:00+00:00", auc=0.9)
+    rerun = rerun.model_copy(update={"environment": Environment(python="3.10", torch="2.1", transformers="4.56",
+                                                                platform="darwin")})
+    assert results_stem(rerun) == stem
+    # Part of the name: the model and what was computed.
+    assert results_stem(make_results("org/my model", ID_B)) != stem
+    assert results_stem(make_results("org/my model", ID_A, config_hash="fedcba9876543210")) != stem
+    assert results_stem(make_results("other", ID_A)).startswith("other__")
+
+
+# ---------------------------------------------------------------- leaderboard
+
+
+def test_leaderboard_writes_board_and_plots(capsys, tmp_path, submissions):
+    output = tmp_path / "site" / "LEADERBOARD.md"
+    assert main(["leaderboard", "--submissions", str(submissions), "--output", str(output)]) == 0
+    assert capsys.readouterr().out.strip() == str(output)
+    markdown = output.read_text(encoding="utf-8")
+    assert markdown.startswith("# membench leaderboard\n")
+    assert "2 results file(s)" in markdown
+    plot = output.parent / PLOTS_FOLDER / f"{TASK}.png"
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"]({PLOTS_FOLDER}/{TASK}.png)" in markdown
+    overview = records(table(section(markdown, "## Overview")))
+    by_model = {row["model"]: row for row in overview}
+    assert set(by_model) == {f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"}
+    [headline_column] = [c for c in overview[0] if c.startswith(TASK)]
+    assert HEADLINE.label in headline_column and "↓" in headline_column
+    assert float(by_model[f"model-a ({ID_A[:8]})"][headline_column]) == 0.61
+    assert float(by_model[f"model-b ({ID_B[:8]})"][headline_column]) == 0.72
+    rows = records(table(section(markdown, f"## {TASK}")))
+    assert len(rows) == 2 * len(LENGTHS)
+    row = next(r for r in rows if r["model"].startswith("model-b") and r["length"] == "64")
+    assert row["auc"] == "0.710 [0.660, 0.760]" and row["runs"] == "1" and float(row["tpr@0.1fpr"]) == 0.25
+
+
+def test_leaderboard_numbers_have_three_decimals(submissions):
+    markdown, _ = render_markdown(submissions)
+    overview = records(table(section(markdown, "## Overview")))
+    [column] = [c for c in overview[0] if c.startswith(TASK)]
+    assert sorted(row[column] for row in overview) == ["0.610", "0.720"]
+    rows = records(table(section(markdown, f"## {TASK}")))
+    assert {row["tpr@0.1fpr"] for row in rows} == {"0.250"}
+
+
+def test_leaderboard_check(capsys, tmp_path, submissions):
+    output = tmp_path / "LEADERBOARD.md"
+    check = ["leaderboard", "--submissions", str(submissions), "--output", str(output), "--check"]
+    assert main(check) == 1  # not written yet
+    assert main(["leaderboard", "--submissions", str(submissions), "--output", str(output)]) == 0
+    assert main(check) == 0
+
+    original = output.read_text(encoding="utf-8")
+    assert "model-a" in original
+    output.write_text(original.replace("model-a", "model-z"), encoding="utf-8")
+    capsys.readouterr()
+    assert main(check) == 1
+    assert "stale" in capsys.readouterr().err
+
+    output.write_text(original, encoding="utf-8")
+    assert main(check) == 0
+    submit(submissions, make_results("model-c", ID_C, auc=0.5))
+    assert main(check) == 1
+    assert main(["leaderboard", "--submissions", str(submissions), "--output", str(output)]) == 0
+    assert main(check) == 0
+    assert "model-c" in output.read_text(encoding="utf-8")
+
+
+def test_leaderboard_is_deterministic(tmp_path, submissions):
+    first = render_markdown(submissions)
+    second = render_markdown(submissions)
+    assert first == second
+    markdown, plots = first
+    assert set(plots) == {f"{TASK}.png"}
+    now = dt.datetime.now()
+    for clock in (now, now.astimezone(dt.timezone.utc)):
+        assert clock.strftime("%Y-%m-%d") not in markdown
+
+    # written twice: the same bytes on disk
+    out1, out2 = tmp_path / "one" / "LB.md", tmp_path / "two" / "LB.md"
+    for output in (out1, out2):
+        assert main(["leaderboard", "--submissions", str(submissions), "--output", str(output)]) == 0
+    assert out1.read_bytes() == out2.read_bytes()
+    plot = Path(PLOTS_FOLDER) / f"{TASK}.png"
+    assert (out1.parent / plot).read_bytes() == (out2.parent / plot).read_bytes()
+
+
+def test_leaderboard_does_not_depend_on_file_creation_order(tmp_path):
+    runs = [make_results("model-a", ID_A, created_at="2024-01-01T00:00:00+00:00", auc=0.61),
+            make_results("model-a", ID_A, created_at="2024-03-01T00:00:00+00:00", auc=0.65,
+                         config_hash="1111111111111111"),
+            make_results("model-b", ID_B, auc=0.72), make_results("model-c", ID_C, auc=0.55)]
+    rendered = []
+    orders = {"forward": runs, "backward": runs[::-1], "mixed": [runs[2], runs[0], runs[3], runs[1]]}
+    for parent, order in orders.items():
+        folder = tmp_path / parent / "submissions"  # same folder name: it appears in the board
+        folder.mkdir(parents=True)
+        for i, results in enumerate(order):
+            # created in this order, numbered in this order (so name order differs between the folders too)
+            path = submit(folder, results, f"{i:02d}-{results_stem(results)}.json")
+            os.utime(path, (1_700_000_000 + 1000 * i,) * 2)
+        rendered.append(render_markdown(folder))
+    assert sorted(p.name for p in (tmp_path / "forward" / "submissions").iterdir()) != \
+        sorted(p.name for p in (tmp_path / "backward" / "submissions").iterdir())
+    assert rendered[0] == rendered[1] == rendered[2]
+    assert "4 results file(s)" in rendered[0][0]
+
+
+def test_newest_run_is_shown_and_runs_counted(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    # The older run's file name sorts last, so neither "last file read" nor "largest name" picks the newest.
+    submit(folder, make_results("model-a", ID_A, created_at="2024-01-01T00:00:00+00:00", auc=0.111), "zzz-old.json")
+    submit(folder, make_results("model-a renamed", ID_A, created_at="2024-06-01T00:00:00+00:00", auc=0.777,
+                                config_hash="2222222222222222"), "aaa-new.json")
+    submit(folder, make_results("model-b", ID_B, auc=0.5), "mmm-b.json")
+    markdown, _ = render_markdown(folder)
+    assert "0.111" not in markdown
+    overview = {row["model"]: row for row in records(table(section(markdown, "## Overview")))}
+    assert set(overview) == {f"model-a renamed ({ID_A[:8]})", f"model-b ({ID_B[:8]})"}
+    [column] = [c for c in next(iter(overview.values())) if c.startswith(TASK)]
+    assert float(overview[f"model-a renamed ({ID_A[:8]})"][column]) == 0.777
+    rows = records(table(section(markdown, f"## {TASK}")))
+    a_rows = [r for r in rows if r["model"] == f"model-a renamed ({ID_A[:8]})"]
+    assert len(a_rows) == len(LENGTHS)
+    assert {r["runs"] for r in a_rows} == {"2"}
+    assert next(r for r in a_rows if r["length"] == "128")["auc"].startswith("0.777 ")
+    assert {r["runs"] for r in rows if r["model"].startswith("model-b")} == {"1"}
+
+
+EVIL = "<img src=x onerror=alert(1)>|**bold**[link](http://x)"
+
+
+def test_model_names_are_escaped(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    submit(folder, make_results(EVIL, ID_A, auc=0.6))
+    submit(folder, make_results("multi\nline | name", ID_B, auc=0.7))
+    submit(folder, make_results("`code` _under_ ~strike~ \\back", ID_C, status="skipped",
+                                skip_reason=EVIL + "\n## injected heading"))
+    markdown, _ = render_markdown(folder)
+    assert "<img" not in markdown
+    assert "**bold**" not in markdown and "[link](http://x)" not in markdown
+    assert "\n## injected" not in markdown
+    assert "&lt;img src=x onerror=alert\\(1\\)&gt;\\|\\*\\*bold\\*\\*\\[link\\]\\(http://x\\)" in markdown
+
+    for heading in ("## Overview", f"## {TASK}"):
+        lines = table(section(markdown, heading))
+        assert re.fullmatch(r"\|[-|]+\|", lines[1].replace(":", "-").replace(" ", ""))
+        expected = unescaped_pipes(lines[0])
+        assert all(unescaped_pipes(line) == expected for line in lines), heading
+        shown = {unescape_markdown(row["model"]) for row in records(lines)}
+        assert f"{EVIL} ({ID_A[:8]})" in shown
+        assert f"multi line | name ({ID_B[:8]})" in shown
+    overview = records(table(section(markdown, "## Overview")))
+    assert {unescape_markdown(r["model"]) for r in overview} >= {f"`code` _under_ ~strike~ \\back ({ID_C[:8]})"}
+    notes = [line for line in section(markdown, f"## {TASK}").splitlines() if line.startswith("- skipped")]
+    assert len(notes) == 1 and "&lt;img" in notes[0] and "\\*\\*bold\\*\\*" in notes[0]
+
+
+def submit_raw(folder: Path, results: ResultsFile, file_name: str, **model_fields) -> Path:
+    """Write a results file with model fields or task name changed in the JSON, past the schema."""
+    raw = json.loads(results.model_dump_json())
+    task_name = model_fields.pop("task_name", None)
+    raw["model"].update(model_fields)
+    if task_name is not None:
+        raw["tasks"][0]["name"] = task_name
+    path = folder / file_name
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fields, field_name", [
+    ({"identity": "ab|<img x"}, "model.identity"),
+    ({"kind": "x|<b>y"}, "model.kind"),
+    ({"task_name": "../../escaped"}, "tasks.0.name"),
+])
+def test_identity_kind_and_task_name_are_constrained(capsys, tmp_path, fields, field_name):
+    """What becomes a file name or an unescaped table cell is checked by the schema: the file is refused."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    submit_raw(folder, make_results("m", ID_A), "evil.json", **fields)
+    submit(folder, make_results("fine", ID_B), "fine.json")
+    output = tmp_path / "site" / "board" / "LB.md"
+    capsys.readouterr()
+    assert main(["leaderboard", "--submissions", str(folder), "--output", str(output)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("membench: error: ") and "evil.json" in line and field_name in line
+    assert not (tmp_path / "site").exists()
+
+
+def test_leaderboard_bad_submission_is_a_user_error(capsys, tmp_path, submissions):
+    (submissions / "broken.json").write_text("{")
+    output = tmp_path / "LB.md"
+    assert main(["leaderboard", "--submissions", str(submissions), "--output", str(output)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("membench: error: ") and "broken.json" in line
+    assert not output.exists() and not (tmp_path / PLOTS_FOLDER).exists()
+
+
+def test_leaderboard_missing_submissions_folder(capsys, tmp_path):
+    output = tmp_path / "LB.md"
+    assert main(["leaderboard", "--submissions", str(tmp_path / "nope"), "--output", str(output)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("membench: error: ") and "nope" in line
+    assert not output.exists()

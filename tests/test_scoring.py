@@ -1,0 +1,263 @@
+"""causal_token_logprobs on a tiny random GPT-2 (context 32), against naive computations."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from harness.models import ModelSpec, load
+from harness.scoring import causal_token_logprobs, encode_with_bos, prefix_roots
+from harness.text import truncate_words
+
+CONTEXT = 32
+WORDS = ("the quick brown fox jumps over lazy dog river bank journey of a thousand miles begins "
+         "with single step members parliament debated budget football club signing striker Monday "
+         "zebra quantum Xylophone 42 ünïcode ;; --").split()
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_lm):
+    loaded = load(ModelSpec(str(tiny_lm), device="cpu"))
+    assert loaded.context_length == CONTEXT
+    # a 1-layer, 32-wide model: extra threads only add contention on a busy machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield loaded
+    torch.set_num_threads(threads)
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    lengths = [0, 1, 2, 3, 5, 8, 13, 21, 34, 45]  # words; ~3 tokens each with this tokenizer
+    lengths += [rng.randint(0, 45) for _ in range(n - len(lengths))]
+    rng.shuffle(lengths)
+    return [" ".join(rng.choice(WORDS) for _ in range(k)) for k in lengths]
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@torch.no_grad()
+def _log_dist(model, ids: list[int]) -> torch.Tensor:
+    """log_softmax of one unpadded forward pass; row p is the distribution of token p + 1."""
+    logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+    return torch.log_softmax(logits, dim=-1)
+
+
+def _naive_windowed(model, ids: list[int], context: int, stride: int) -> np.ndarray:
+    """Token t (t >= 1) is scored by the first window [kS, kS + C) that contains it."""
+    cache: dict[int, torch.Tensor] = {}
+    out = []
+    for t in range(1, len(ids)):
+        k = max(0, -(-(t - context + 1) // stride))  # smallest k with k*S + C > t
+        start = k * stride
+        assert start < t < start + context and (k == 0 or t - start >= context - stride)
+        if k not in cache:
+            cache[k] = _log_dist(model, ids[start:start + context])
+        out.append(cache[k][t - start - 1, ids[t]].item())
+    return np.array(out)
+
+
+# ---------------------------------------------------------------- (a) batch-size invariance
+
+def test_batch_size_1_and_16_agree(lm):
+    texts = _texts(40, seed=0)
+    lengths = [len(_ids(lm.tokenizer, t)) + 1 for t in texts]
+    assert min(lengths) == 1 and max(lengths) > 3 * CONTEXT  # empty texts up to several windows
+    one, info_one = causal_token_logprobs(lm.model, lm.tokenizer, texts, batch_size=1,
+                                          distribution_stats=True, progress=False)
+    many, info_many = causal_token_logprobs(lm.model, lm.tokenizer, texts, batch_size=16,
+                                            distribution_stats=True, progress=False)
+    assert info_one == info_many
+    assert info_one.n_windows > info_one.n_scored_sequences  # some texts needed several windows
+    for text, a, b, n in zip(texts, one, many, lengths):
+        assert len(a.logprobs) == len(b.logprobs) == n - 1
+        np.testing.assert_array_equal(a.token_ids, b.token_ids)
+        np.testing.assert_array_equal(a.token_ids, _ids(lm.tokenizer, text))
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(a.dist_mean, b.dist_mean, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(a.dist_std, b.dist_std, atol=1e-4, rtol=0)
+        assert np.all(a.logprobs < 0) and np.all(a.dist_std > 0)
+
+
+# ---------------------------------------------------------------- (b) short text == one forward pass
+
+def test_short_text_matches_naive_forward_pass(lm):
+    text = "The quick brown fox jumps over the lazy dog."
+    ids = [lm.tokenizer.bos_token_id] + _ids(lm.tokenizer, text)
+    assert 2 < len(ids) <= CONTEXT
+    # score it alongside texts of other lengths so padding is exercised
+    batch = [text, "a", "zebra quantum " * 30, "members of parliament"]
+    (scores, *_), info = causal_token_logprobs(lm.model, lm.tokenizer, batch, batch_size=4,
+                                               distribution_stats=True, progress=False)
+    log_dist = _log_dist(lm.model, ids)[:-1]
+    targets = torch.tensor(ids[1:])
+    expected = log_dist.gather(1, targets[:, None])[:, 0].numpy()
+    np.testing.assert_allclose(scores.logprobs, expected, atol=1e-5, rtol=0)
+    probs = log_dist.exp()
+    mean = (probs * log_dist).sum(-1)
+    std = ((probs * (log_dist - mean[:, None]) ** 2).sum(-1)).sqrt()
+    np.testing.assert_allclose(scores.dist_mean, mean.numpy(), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(scores.dist_std, std.numpy(), atol=1e-4, rtol=0)
+    assert info.context_length == CONTEXT and info.stride == CONTEXT // 2
+
+
+# ---------------------------------------------------------------- (c) long text == naive sliding window
+
+@pytest.mark.parametrize("stride", [16, 8])
+def test_long_text_matches_naive_sliding_window(lm, stride):
+    texts = [" ".join(random.Random(s).choice(WORDS) for _ in range(n)) for s, n in ((1, 60), (2, 30), (3, 140))]
+    scores, info = causal_token_logprobs(lm.model, lm.tokenizer, texts, batch_size=3, stride=stride,
+                                         progress=False)
+    assert info.stride == stride
+    for text, got in zip(texts, scores):
+        ids = [lm.tokenizer.bos_token_id] + _ids(lm.tokenizer, text)
+        assert len(ids) > CONTEXT + stride
+        expected = _naive_windowed(lm.model, ids, CONTEXT, stride)
+        assert len(got.logprobs) == len(ids) - 1
+        np.testing.assert_allclose(got.logprobs, expected, atol=1e-5, rtol=0)
+    # L tokens with BOS need windows k = 0..K, K the smallest with K*S + C >= L
+    lengths = [len(_ids(lm.tokenizer, t)) + 1 for t in texts]
+    assert info.n_windows == sum(1 + -(-(n - CONTEXT) // stride) for n in lengths)
+
+
+def test_long_text_differs_from_truncated_context(lm):
+    # sanity check on the naive reference: context really matters for this model
+    ids = [lm.tokenizer.bos_token_id] + _ids(lm.tokenizer, " ".join(WORDS * 2))
+    windowed = _naive_windowed(lm.model, ids, CONTEXT, 16)
+    fresh = _log_dist(lm.model, ids[CONTEXT:CONTEXT + 10])[:-1]
+    fresh_scores = fresh.gather(1, torch.tensor(ids[CONTEXT + 1:CONTEXT + 10])[:, None])[:, 0].numpy()
+    assert np.abs(windowed[CONTEXT:CONTEXT + 9] - fresh_scores).max() > 1e-3
+
+
+def test_max_length_overrides_model_context(lm):
+    text = " ".join(WORDS)
+    ids = [lm.tokenizer.bos_token_id] + _ids(lm.tokenizer, text)
+    (got,), info = causal_token_logprobs(lm.model, lm.tokenizer, [text], max_length=12, stride=5,
+                                         progress=False)
+    assert (info.context_length, info.stride) == (12, 5)
+    np.testing.assert_allclose(got.logprobs, _naive_windowed(lm.model, ids, 12, 5), atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------- (d) prefix reuse
+
+def test_prefix_scores_equal_scores_alone(lm):
+    full = " ".join(random.Random(5).choice(WORDS) for _ in range(90))
+    prefixes = [truncate_words(full, n) for n in (1, 4, 15, 40, 70)]
+    for prefix in prefixes:
+        p_ids, f_ids = _ids(lm.tokenizer, prefix), _ids(lm.tokenizer, full)
+        assert f_ids[: len(p_ids)] == p_ids  # token prefix, so it can be read off `full`
+    together, info = causal_token_logprobs(lm.model, lm.tokenizer, [full] + prefixes, batch_size=4,
+                                           distribution_stats=True, progress=False)
+    assert info.n_texts == 6
+    assert info.n_distinct_sequences == 6
+    assert info.n_scored_sequences == 1 < info.n_texts
+    for prefix, shared in zip(prefixes, together[1:]):
+        (alone,), alone_info = causal_token_logprobs(lm.model, lm.tokenizer, [prefix],
+                                                     distribution_stats=True, progress=False)
+        assert alone_info.n_scored_sequences == 1
+        assert len(shared.logprobs) == len(alone.logprobs) == len(_ids(lm.tokenizer, prefix))
+        np.testing.assert_array_equal(shared.token_ids, alone.token_ids)
+        np.testing.assert_allclose(shared.logprobs, alone.logprobs, atol=1e-5, rtol=0)
+        # std = sqrt(E[l^2] - E[l]^2) loses float32 digits when sigma << |mu| (near-uniform model)
+        np.testing.assert_allclose(shared.dist_mean, alone.dist_mean, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(shared.dist_std, alone.dist_std, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(shared.logprobs, together[0].logprobs[: len(shared.logprobs)], atol=0)
+
+
+def test_duplicates_and_unrelated_texts_counts(lm):
+    texts = ["the quick brown fox", "the quick brown fox", "the quick", "zebra quantum", ""]
+    scores, info = causal_token_logprobs(lm.model, lm.tokenizer, texts, progress=False)
+    assert info.n_texts == 5
+    assert info.n_distinct_sequences == 4  # duplicate counted once; "" is [bos]
+    assert info.n_scored_sequences == 2    # "the quick brown fox" and "zebra quantum"
+    np.testing.assert_array_equal(scores[0].logprobs, scores[1].logprobs)
+
+
+# ---------------------------------------------------------------- (e) BOS handling and edge cases
+
+def test_empty_and_one_word_texts(lm):
+    texts = ["", "fox", "zebra"]
+    scores, info = causal_token_logprobs(lm.model, lm.tokenizer, texts, progress=False)
+    assert info.first_token_scored is True
+    assert info.bos_token_id == lm.tokenizer.bos_token_id is not None
+    assert scores[0].logprobs.shape == (0,) and scores[0].token_ids.shape == (0,)
+    for text, got in zip(texts[1:], scores[1:]):
+        n = len(_ids(lm.tokenizer, text))
+        assert n >= 1 and len(got.logprobs) == n
+        expected = _log_dist(lm.model, [lm.tokenizer.bos_token_id])[0, _ids(lm.tokenizer, text)[0]].item()
+        assert got.logprobs[0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_no_texts(lm):
+    scores, info = causal_token_logprobs(lm.model, lm.tokenizer, [], progress=False)
+    assert scores == [] and info.n_texts == 0 and info.n_windows == 0
+
+
+@pytest.fixture()
+def no_bos_tokenizer(lm):
+    tokenizer = copy.deepcopy(lm.tokenizer)
+    tokenizer.bos_token = None
+    assert tokenizer.bos_token_id is None
+    return tokenizer
+
+
+def test_encode_with_bos(lm, no_bos_tokenizer):
+    ids = _ids(lm.tokenizer, "the lazy dog")
+    encoded, bos = encode_with_bos(lm.tokenizer, ["the lazy dog", ""])
+    assert bos == lm.tokenizer.bos_token_id and encoded == [[bos] + ids, [bos]]
+    encoded, bos = encode_with_bos(no_bos_tokenizer, ["the lazy dog", ""])
+    assert bos is None and encoded == [ids, []]
+    assert encode_with_bos(lm.tokenizer, []) == ([], lm.tokenizer.bos_token_id)
+
+
+def test_without_bos_first_token_is_not_scored(lm, no_bos_tokenizer):
+    texts = ["the quick brown fox jumps", "", "fox"]
+    scores, info = causal_token_logprobs(lm.model, no_bos_tokenizer, texts, progress=False)
+    assert info.bos_token_id is None and info.first_token_scored is False
+    ids = _ids(no_bos_tokenizer, texts[0])
+    assert len(scores[0].logprobs) == len(ids) - 1
+    np.testing.assert_array_equal(scores[0].token_ids, ids[1:])
+    expected = _log_dist(lm.model, ids)[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0].numpy()
+    np.testing.assert_allclose(scores[0].logprobs, expected, atol=1e-5, rtol=0)
+    assert len(scores[1].logprobs) == 0
+    assert len(scores[2].logprobs) == len(_ids(no_bos_tokenizer, "fox")) - 1
+
+
+def test_context_below_two_is_rejected(lm):
+    with pytest.raises(ValueError, match="at least 2"):
+        causal_token_logprobs(lm.model, lm.tokenizer, ["fox"], max_length=1, progress=False)
+
+
+# ---------------------------------------------------------------- (f) prefix_roots
+
+def test_prefix_roots_hand_cases():
+    roots = prefix_roots([(1, 2, 3), (1, 2), (1,), (1, 3), (2,), (1, 2, 3), (1, 2, 4, 5), ()])
+    assert set(roots) == {(1, 2, 3), (1, 2), (1,), (1, 3), (2,), (1, 2, 4, 5), ()}
+    assert roots[(1, 2, 3)] == (1, 2, 3)
+    assert roots[(1, 2, 4, 5)] == (1, 2, 4, 5)
+    assert roots[(1, 3)] == (1, 3)
+    assert roots[(2,)] == (2,)
+    assert roots[(1, 2)] in {(1, 2, 3), (1, 2, 4, 5)}
+    assert roots[(1,)] in {(1, 2, 3), (1, 2, 4, 5), (1, 3)}
+    assert roots[()] in {(1, 2, 3), (1, 2, 4, 5), (1, 3), (2,)}
+    for sequence, root in roots.items():
+        assert root[: len(sequence)] == sequence
+        assert roots[root] == root  # a root is not a prefix of anything else
+
+
+def test_prefix_roots_no_sharing_and_empty():
+    assert prefix_roots([]) == {}
+    assert prefix_roots([(3, 1), (1, 3), (2,)]) == {(1, 3): (1, 3), (2,): (2,), (3, 1): (3, 1)}
+    # (1, 2) is not a prefix of (1, 3, 2) even though its tokens occur in it
+    assert prefix_roots([(1, 2), (1, 3, 2)]) == {(1, 2): (1, 2), (1, 3, 2): (1, 3, 2)}
+
+
+def test_prefix_roots_chain():
+    chain = [(5,) * n for n in range(1, 6)]
+    assert prefix_roots(chain) == {s: (5,) * 5 for s in chain}
