@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -51,7 +52,7 @@ class ScoringInfo:
 
 @dataclass
 class _Row:
-    ids: list[int]
+    ids: np.ndarray
     first_target: int  # index in `ids` of the first token this row scores
     sequence: int      # which scored sequence the row belongs to
     offset: int        # index in that sequence's score array of the row's first target
@@ -81,7 +82,7 @@ def prefix_roots(sequences: list[tuple[int, ...]]) -> dict[tuple[int, ...], tupl
     return root
 
 
-def sliding_windows(ids: list[int], context: int, stride: int, sequence: int) -> list[_Row]:
+def sliding_windows(ids: np.ndarray, context: int, stride: int, sequence: int) -> list[_Row]:
     """Rows covering `ids` so each token from position 1 on is scored exactly once."""
     rows, scored_until, start = [], 1, 0
     while scored_until < len(ids):
@@ -106,7 +107,8 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     roots = prefix_roots(keys)
     scored = sorted(set(roots.values()))
     index = {sequence: i for i, sequence in enumerate(scored)}
-    rows = [row for i, sequence in enumerate(scored) for row in sliding_windows(list(sequence), context, stride, i)]
+    rows = [row for i, sequence in enumerate(scored)
+            for row in sliding_windows(np.asarray(sequence, dtype=np.int64), context, stride, i)]
     results = _score_rows(model, tokenizer, rows, [max(0, len(s) - 1) for s in scored], batch_size,
                           distribution_stats, progress)
     outputs = []
@@ -127,35 +129,68 @@ def _model_context(model) -> int:
 @torch.no_grad()
 def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_size: int,
                 distribution_stats: bool, progress: bool | None):
-    """Run the rows in length-sorted, right-padded batches and scatter the scores back."""
+    """Run the rows in length-sorted, right-padded batches and scatter the scores back.
+
+    Rows are grouped by where their scored part starts (continuation windows, whose first part is
+    context only, apart from first windows) and sorted by length within a group; the LM head then
+    runs only on the positions that predict a scored token (`logits_to_keep`, where supported).
+    """
     device = next(model.parameters()).device
     logprobs = [np.zeros(n, dtype=np.float32) for n in lengths]
     means = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
     stds = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    for batch in tqdm(batches, desc="scoring", unit="batch", disable=None if progress is None else not progress, leave=False):
-        width = len(rows[batch[0]].ids)
-        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for j, i in enumerate(batch):
-            ids = rows[i].ids
-            input_ids[j, : len(ids)] = torch.tensor(ids)
-            attention[j, : len(ids)] = 1
-        logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
-        for j, i in enumerate(batch):
-            row = rows[i]
-            # logits at position p predict token p + 1
-            row_logits = logits[j, row.first_target - 1: len(row.ids) - 1].float()
-            log_dist = torch.log_softmax(row_logits, dim=-1)
-            targets = torch.tensor(row.ids[row.first_target:], device=log_dist.device)
-            span = slice(row.offset, row.offset + len(targets))
-            logprobs[row.sequence][span] = log_dist.gather(1, targets[:, None])[:, 0].cpu().numpy()
+    for batch in tqdm(batches, desc="scoring", unit="batch", disable=None if progress is None else not progress,
+                      leave=False):
+        members = [rows[i] for i in batch]
+        width = max(len(row.ids) for row in members)
+        input_ids = np.full((len(members), width), pad, dtype=np.int64)
+        attention = np.zeros((len(members), width), dtype=np.int64)
+        for j, row in enumerate(members):
+            input_ids[j, : len(row.ids)] = row.ids
+            attention[j, : len(row.ids)] = 1
+        first_needed = min(row.first_target for row in members) - 1  # first position whose logits we use
+        keep = {"logits_to_keep": width - first_needed} if can_skip_logits else {}
+        logits = model(input_ids=torch.from_numpy(input_ids).to(device),
+                       attention_mask=torch.from_numpy(attention).to(device), **keep).logits
+        shift = width - logits.shape[1]  # logits[:, k] belong to position shift + k
+        # Position p predicts token p + 1: log p(x_{p+1} | x_<=p) = logit[p, x_{p+1}] - logsumexp(logit[p]).
+        counts = [len(row.ids) - row.first_target for row in members]
+        which_row = np.repeat(np.arange(len(members)), counts)
+        position = np.concatenate([np.arange(row.first_target - 1, len(row.ids) - 1) for row in members])
+        kept = logits.float()
+        log_norm = torch.logsumexp(kept, dim=-1)  # (batch, kept positions): no copy of the logits
+        at_row = torch.from_numpy(which_row).to(device)
+        at_position = torch.from_numpy(position - shift).to(device)
+        targets = torch.from_numpy(input_ids[which_row, position + 1]).to(device)
+        flat_logprobs = (kept[at_row, at_position, targets] - log_norm[at_row, at_position]).cpu().numpy()
+        if distribution_stats:
+            flat_means, flat_stds = _distribution_stats(kept[at_row, at_position], log_norm[at_row, at_position])
+        start = 0
+        for row, n in zip(members, counts):
+            span, flat = slice(row.offset, row.offset + n), slice(start, start + n)
+            logprobs[row.sequence][span] = flat_logprobs[flat]
             if distribution_stats:
-                probs = log_dist.exp()
-                mean = (probs * log_dist).sum(-1)
-                var = (probs * (log_dist - mean[:, None]).square()).sum(-1)  # centred: no cancellation
-                means[row.sequence][span] = mean.cpu().numpy()
-                stds[row.sequence][span] = var.sqrt().cpu().numpy()
+                means[row.sequence][span] = flat_means[flat]
+                stds[row.sequence][span] = flat_stds[flat]
+            start += n
     return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]
+
+
+def _distribution_stats(logits: torch.Tensor, log_norm: torch.Tensor, chunk: int = 512):
+    """Mean and std of log p(z) under p over the vocabulary, for each row of `logits` (N, V).
+
+    mu = sum_z p(z) log p(z); sigma^2 = sum_z p(z) (log p(z) - mu)^2 (centred, so no cancellation).
+    Chunks of rows bound the extra memory to (chunk, V).
+    """
+    means, stds = [], []
+    for start in range(0, len(logits), chunk):
+        log_dist = logits[start:start + chunk] - log_norm[start:start + chunk, None]
+        probs = log_dist.exp()
+        mean = (probs * log_dist).sum(-1)
+        means.append(mean)
+        stds.append((probs * (log_dist - mean[:, None]).square()).sum(-1).sqrt())
+    return torch.cat(means).cpu().numpy(), torch.cat(stds).cpu().numpy()

@@ -46,7 +46,8 @@ class TaskB(_CountingTask):
 
 
 @pytest.fixture
-def two_tasks(monkeypatch):
+def two_tasks(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path / "cache"))  # an empty cache for each test
     monkeypatch.setitem(task_module._REGISTRY, TaskA.NAME, TaskA)
     monkeypatch.setitem(task_module._REGISTRY, TaskB.NAME, TaskB)
     Calls.count = {"a": 0, "b": 0}
