@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=positive_int, default=16)
     run.add_argument("--device", default="auto")
     run.add_argument("--quick", action="store_true", help="use the small test build (for smoke tests)")
+    run.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")
     return parser
 
 
@@ -184,7 +185,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.reference.workflow import run_reference_job
 
-    for path in run_reference_job(args.submissions, args.output, args.batch_size, args.device, args.quick):
+    for path in run_reference_job(args.submissions, args.output, args.batch_size, args.device, args.quick,
+                                  use_cache=not args.no_cache):
         print(path)
     return 0
 

@@ -43,12 +43,16 @@ def task_plot(task: str, board: list[BoardEntry]) -> bytes | None:
     axis_tag = next((k for k, v in head.tags.items() if _numeric(v)), None)
     figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
     if axis_tag:
+        xs = set()
         for item in items:
             points = _series(item, axis_tag)
+            xs.update(p[0] for p in points)
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                       label=f"{item.model_name} ({item.model_identity[:8]})")
         axes.set_xlabel(axis_tag)
         axes.set_xscale("log", base=2)
+        axes.set_xticks(sorted(xs), [f"{x:g}" for x in sorted(xs)])
+        axes.minorticks_off()
     else:
         names = [f"{i.model_name}\n({i.model_identity[:8]})" for i in items]
         axes.bar(names, [(_series(i, None) or [(0, 0)])[0][1] for i in items])

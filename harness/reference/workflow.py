@@ -12,12 +12,12 @@ from leaderboard.build import write_board
 
 
 def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, device: str = "auto",
-                      quick: bool = False) -> list[Path]:
+                      quick: bool = False, use_cache: bool = True) -> list[Path]:
     """Build the reference checkpoints if missing, evaluate every registered task on each, write
     one results file per checkpoint into `submissions`, and regenerate the board."""
     folder = build(quick_config() if quick else BuildConfig())
     tasks = list(discover().values())
-    options = EvaluateOptions(output_path=submissions, batch_size=batch_size)
+    options = EvaluateOptions(output_path=submissions, batch_size=batch_size, use_cache=use_cache)
     written = []
     for checkpoint in checkpoint_folders(folder):
         spec = ModelSpec(model=str(checkpoint), device=device, name=f"membench-ref/{checkpoint.name}")
