@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UserError
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a temporary file in the same folder and an atomic rename."""
@@ -54,3 +56,34 @@ def cache_dir() -> Path:
     """Root of membench's cache: $MEMBENCH_CACHE, else ~/.cache/membench."""
     root = os.environ.get("MEMBENCH_CACHE") or Path.home() / ".cache" / "membench"
     return Path(root).expanduser()
+
+
+def read_utf8(path: Path) -> str:
+    """The text of a user-given file; a `UserError` when it is missing, a folder or not UTF-8."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+
+
+def parse_json_object(text: str, where: str) -> dict:
+    """One JSON object; a `UserError` naming `where` when the text is not JSON or not an object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{where}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected a JSON object")
+    return value
+
+
+def read_jsonl_objects(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSONL file, each checked."""
+    lines = read_utf8(path).splitlines()
+    return [(number, parse_json_object(line, f"{path}:{number}"))
+            for number, line in enumerate(lines, start=1) if line.strip()]

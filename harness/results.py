@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -10,7 +9,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import UserError
-from harness.io import atomic_write_text
+from harness.io import atomic_write_text, parse_json_object, read_utf8
 
 SCHEMA_VERSION = 1
 
@@ -107,12 +106,7 @@ def _field_path(error: dict) -> str:
 
 def parse_results(text: str, origin: str) -> ResultsFile:
     """Validate a results file's text; `UserError` naming `origin` and the field at fault."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{origin}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{origin}: a results file must be a JSON object")
+    raw = parse_json_object(text, origin)
     if "schema_version" not in raw:
         raise UserError(f"{origin}: missing field schema_version")
     if raw["schema_version"] != SCHEMA_VERSION:
@@ -126,16 +120,7 @@ def parse_results(text: str, origin: str) -> ResultsFile:
 
 
 def load_results(path: Path) -> ResultsFile:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a results file") from None
-    return parse_results(text, str(path))
+    return parse_results(read_utf8(path), str(path))
 
 
 def write_results(results: ResultsFile, path: Path) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from conftest import write_jsonl
-from safetensors import SafetensorError
 
 from harness.cli import main
 from harness.results import load_results

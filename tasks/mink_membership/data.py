@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.data import HubDataset
 from harness.errors import UserError
+from harness.io import read_jsonl_objects
 from harness.models import looks_like_path
 from harness.reference.corpus import XSUM_SOURCE, reference_corpus
 
@@ -36,21 +36,9 @@ def _label(value, where: str) -> int:
 
 def read_jsonl(path: Path) -> list[LabeledText]:
     """Rows `{"text": str, "label": 0|1}` (optional "id"); blank lines are skipped."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text") from None
     rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, row in read_jsonl_objects(path):
         where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{where}: not valid JSON ({err.msg})") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{where}: each line must be a JSON object")
         text = next((row[c] for c in TEXT_COLUMNS if c in row), None)
         if not isinstance(text, str):
             raise UserError(f"{where}: missing string field 'text'")
