@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
     rb = ref_commands.add_parser("build", help="train the reference causal LMs (CPU, a few minutes)")
     rb.add_argument("--output", type=Path, help="folder (default: the membench cache)")
-    rb.add_argument("--seed", type=int, default=0)
+    rb.add_argument("--seed", type=int, default=0,
+                    help="seed of the member split and of training (tasks read it as --reference-seed)")
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
     rb.add_argument("--force", action="store_true", help="rebuild even when already built")
 
@@ -176,7 +177,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
     from harness.reference.build import BuildConfig, build, quick_config
 
-    config = quick_config(args.seed) if args.quick else BuildConfig()
+    config = quick_config() if args.quick else BuildConfig()
     config = replace(config, train=replace(config.train, seed=args.seed))
     print(build(config, args.output, force=args.force))
     return 0

@@ -54,7 +54,7 @@ def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str) -> str
     return sha256_text(canonical_json(payload))[:16]
 
 
-def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig,
+def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, context: RunContext,
              options: EvaluateOptions) -> tuple[TaskEntry, str]:
     """The task's entry (from the cache when it finished before) and its samples as JSONL."""
     digest = config_hash(config, options, lm.dtype)
@@ -69,8 +69,6 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig,
         if hit:
             log.info("%s: reusing the cached result", task.NAME)
             return hit
-    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
-                         progress=options.progress)
     started = time.perf_counter()
     result = task.run(lm, data, config, context)
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
@@ -88,12 +86,13 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     unused = set(overrides) - {f for task in tasks for f in task.Config.model_fields}
     if unused:
         raise UserError(f"--{sorted(unused)[0].replace('_', '-')} is not a setting of the selected tasks")
-    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed)
+    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
+                         progress=options.progress)
     datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
     lm = models.load(spec)
     entries, samples = [], []
     for task, config, data in zip(instances, configs, datasets):
-        entry, jsonl = run_task(task, lm, data, config, options)
+        entry, jsonl = run_task(task, lm, data, config, context, options)
         entries.append(entry)
         samples.append(jsonl)
     results = ResultsFile(

@@ -39,10 +39,10 @@ class BuildConfig:
         return sha256_text(canonical_json(self.as_dict()))[:10]
 
 
-def quick_config(seed: int = 0) -> BuildConfig:
+def quick_config() -> BuildConfig:
     """A faster build for tests: the same split and architecture, trained on each member's first
     64 words only with a 64-token context, so its signal is measured at L <= 64."""
-    return BuildConfig(train=replace(train.TrainConfig(), seed=seed, max_words_per_document=64, context=64))
+    return BuildConfig(train=replace(train.TrainConfig(), max_words_per_document=64, context=64))
 
 
 def default_folder(config: BuildConfig) -> Path:
