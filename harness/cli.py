@@ -104,8 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ref = commands.add_parser("reference", help="reference checkpoints")
     ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
-    rb = ref_commands.add_parser("build", help="train the reference causal LMs (CPU, a few minutes)")
-    rb.add_argument("--output", type=Path, help="folder (default: the membench cache)")
+    rb = ref_commands.add_parser("build", help="train the reference causal LMs (CPU, a few minutes): English "
+                                               "members, English non-member baseline, Japanese members")
+    rb.add_argument("--output", type=Path, help="parent folder of the builds (default: the membench cache)")
     rb.add_argument("--seed", type=int, default=0,
                     help="seed of the member split and of training (tasks read it as --reference-seed)")
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
@@ -175,11 +176,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def cmd_reference(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.reference.build import BuildConfig, build, quick_config
+    from harness.reference.build import build, reference_builds
 
-    config = quick_config() if args.quick else BuildConfig()
-    config = replace(config, train=replace(config.train, seed=args.seed))
-    print(build(config, args.output, force=args.force))
+    for config in reference_builds(args.quick):
+        config = replace(config, train=replace(config.train, seed=args.seed))
+        print(build(config, args.output / config.name if args.output else None, force=args.force))
     return 0
 
 

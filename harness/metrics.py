@@ -5,9 +5,11 @@ Orientation convention for membership scores: higher means "more likely a traini
 
 from __future__ import annotations
 
+import os
 import zlib
 
 import numpy as np
+from rapidfuzz.distance import Levenshtein
 from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score, roc_curve
 
@@ -91,3 +93,21 @@ def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: 
     alpha = (1 - confidence) / 2
     low, high = np.quantile(aucs, [alpha, 1 - alpha])
     return float(low), float(high)
+
+
+# ---------------------------------------------------------------- memorization of continuations (characters)
+
+def forward_match(generation: str, reference: str) -> int:
+    """Eidetic memorization (Ishihara & Takahashi 2024): the number of leading characters of
+    `generation` equal to `reference`, i.e. the length of their common prefix."""
+    return len(os.path.commonprefix([generation, reference]))
+
+
+def approximate_memorization(generation: str, reference: str) -> float:
+    """Approximate memorization (Ishihara & Takahashi 2024):
+    1 - Levenshtein(generation, reference) / max(len(generation), len(reference)), in characters
+    (rapidfuzz); 1.0 when both are empty."""
+    longest = max(len(generation), len(reference))
+    if longest == 0:
+        return 1.0
+    return 1.0 - Levenshtein.distance(generation, reference) / longest

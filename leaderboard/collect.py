@@ -29,14 +29,17 @@ def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
 
 
 def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
-    """One entry per (model identity, task): the newest by created_at, then by file name."""
-    runs: dict[tuple[str, str], list[tuple[str, str, ResultsFile, TaskEntry]]] = {}
+    """One entry per (model identity, model name, task): the newest by created_at, then by file name.
+
+    The name is part of the key because equal weights with different tokenizers are different
+    models to evaluate (two seeded untrained models, for instance)."""
+    runs: dict[tuple[str, str, str], list[tuple[str, str, ResultsFile, TaskEntry]]] = {}
     for path, results in files:
         for entry in results.tasks:
-            key = (results.model.identity, entry.name)
+            key = (results.model.identity, results.model.name, entry.name)
             runs.setdefault(key, []).append((results.created_at, path.name, results, entry))
     board = []
-    for (identity, _), candidates in runs.items():
+    for (identity, _, _), candidates in runs.items():
         _, _, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates)))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

@@ -47,8 +47,8 @@ def overview_table(board: list[BoardEntry]) -> str:
         heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
         headers[task] = f"{task}: {escape(heads[0].label)} {ARROWS[heads[0].better]}" if heads else task
     models = sorted({(b.model_name, b.model_identity, b.model_kind) for b in board})
-    cells = {(b.model_identity, b.entry.name): headline_value(b) for b in board}
-    rows = [[f"{escape(name)} ({escape(identity[:8])})", escape(kind)] + [cells.get((identity, t), "") for t in tasks]
+    cells = {(b.model_identity, b.model_name, b.entry.name): headline_value(b) for b in board}
+    rows = [[f"{escape(name)} ({escape(identity[:8])})", escape(kind)] + [cells.get((identity, name, t), "") for t in tasks]
             for name, identity, kind in models]
     return tabulate(rows, headers=["model", "kind"] + [headers[t] for t in tasks], tablefmt="github", disable_numparse=True)
 

@@ -40,7 +40,7 @@ def test_manifest_names_members_and_non_members(quick_reference):
     assert len(members) == len(others) == 500
     assert not members & others
     assert [c["epoch"] for c in manifest["checkpoints"]] == [0, 1, 5, 15]
-    assert [c["times_each_member_seen"] for c in manifest["checkpoints"]] == [0, 1, 5, 15]
+    assert [c["times_each_trained_document_seen"] for c in manifest["checkpoints"]] == [0, 1, 5, 15]
 
 
 def test_untrained_model_is_at_chance(aucs):

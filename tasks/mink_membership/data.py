@@ -9,9 +9,8 @@ from harness.data import HubDataset
 from harness.errors import UserError
 from harness.io import read_jsonl_objects
 from harness.models import looks_like_path
-from harness.reference.corpus import XSUM_SOURCE, reference_corpus
+from harness.reference.corpus import corpus_of_data, reference_corpus
 
-REFERENCE = "reference"
 TEXT_COLUMNS = ("text", "input")
 
 
@@ -62,9 +61,10 @@ def load_membership_data(data: str, split: str, text_column: str | None, label_c
                          reference_seed: int, limit: int | None) -> MembershipData:
     """The labelled texts, checked: non-empty and both classes present. `limit` keeps the first
     ceil(limit/2) members and floor(limit/2) non-members, in file order."""
-    if data == REFERENCE:
-        texts = [LabeledText(d.doc_id, d.text, int(d.member)) for d in reference_corpus(reference_seed)]
-        source = f"reference corpus ({XSUM_SOURCE.describe()}), split seed {reference_seed}"
+    corpus = corpus_of_data(data)
+    if corpus is not None:
+        texts = [LabeledText(d.doc_id, d.text, int(d.member)) for d in reference_corpus(reference_seed, corpus.name)]
+        source = f"reference corpus {corpus.name} ({corpus.description}), split seed {reference_seed}"
     elif Path(data).expanduser().is_file():
         texts, source = read_jsonl(Path(data).expanduser()), f"JSONL file {data}"
     elif looks_like_path(data) or data.endswith((".jsonl", ".json")):

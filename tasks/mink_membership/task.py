@@ -23,7 +23,8 @@ from tasks.mink_membership.data import MembershipData, load_membership_data
 
 class MinkConfig(TaskConfig):
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
-                      "(text/label columns, WikiMIA's input/label), or 'reference'")
+                      "(text/label columns, WikiMIA's input/label), or a reference corpus: "
+                      "'reference' (English XSum) or 'reference:ja' (Japanese)")
     split: str = Field("train", description="split of a hub dataset")
     text_column: str | None = Field(None, description="text column of a hub dataset (default: text or input)")
     label_column: str = Field("label", description="label column of a hub dataset (1 = member)")

@@ -1,0 +1,90 @@
+"""Greedy continuations of prompts by a causal LM, batched with left padding.
+
+- Each prompt gets the tokenizer's BOS when it has one (as in `harness.scoring`).
+- A prompt plus its new tokens must fit the context window C: new tokens are capped at C // 2,
+  and a longer prompt keeps its last C - new tokens (the count of cut prompts is recorded).
+- Prompts are sorted by budget and length and left-padded, so every row ends at the same
+  position; a batch closes early when its longest prompt plus its largest budget would pass C.
+  Greedy decoding (`do_sample=False`, one beam) runs for the largest budget in the batch and each
+  output is cut to its own budget (greedy tokens do not depend on how long decoding continues).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.scoring import encode_with_bos
+
+
+@dataclass
+class GenerationInfo:
+    bos_token_id: int | None
+    context_length: int
+    max_new_tokens_cap: int
+    n_prompts: int
+    n_prompts_cut: int
+    n_budgets_capped: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _model_context(model) -> int:
+    from harness.models import context_length
+
+    return context_length(model.config) or 2048
+
+
+@torch.no_grad()
+def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: list[int], batch_size: int = 16,
+                         max_length: int | None = None, progress: bool | None = None,
+                         ) -> tuple[list[str], GenerationInfo]:
+    """The greedy continuation of each prompt, decoded to text (special tokens dropped)."""
+    if len(prompts) != len(max_new_tokens):
+        raise ValueError("one max_new_tokens per prompt")
+    context = max_length or _model_context(model)
+    cap = max(1, context // 2)
+    budgets = [max(1, min(n, cap)) for n in max_new_tokens]
+    encoded, bos = encode_with_bos(tokenizer, prompts)
+    cut = [ids[-(context - budget):] for ids, budget in zip(encoded, budgets)]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    device = next(model.parameters()).device
+    order = sorted(range(len(prompts)), key=lambda i: (budgets[i], len(cut[i])))
+    outputs = [""] * len(prompts)
+    batches = _fitting_batches(order, [len(c) for c in cut], budgets, batch_size, context)
+    for batch in tqdm(batches, desc="generating", unit="batch", leave=False,
+                      disable=None if progress is None else not progress):
+        width = max(len(cut[i]) for i in batch)
+        input_ids = np.full((len(batch), width), pad, dtype=np.int64)
+        attention = np.zeros((len(batch), width), dtype=np.int64)
+        for j, i in enumerate(batch):
+            input_ids[j, width - len(cut[i]):] = cut[i]
+            attention[j, width - len(cut[i]):] = 1
+        generated = model.generate(
+            input_ids=torch.from_numpy(input_ids).to(device), attention_mask=torch.from_numpy(attention).to(device),
+            max_new_tokens=max(budgets[i] for i in batch), do_sample=False, num_beams=1, pad_token_id=pad,
+        )
+        for j, i in enumerate(batch):
+            new_tokens = generated[j, width: width + budgets[i]].tolist()
+            outputs[i] = tokenizer.decode(new_tokens, skip_special_tokens=True)
+    info = GenerationInfo(bos, context, cap, len(prompts), sum(len(c) < len(e) for c, e in zip(cut, encoded)),
+                          sum(b < n for b, n in zip(budgets, max_new_tokens)))
+    return outputs, info
+
+
+def _fitting_batches(order: list[int], lengths: list[int], budgets: list[int], batch_size: int,
+                     context: int) -> list[list[int]]:
+    """Consecutive runs of `order`, at most `batch_size` long, whose longest prompt plus largest
+    budget fits the context."""
+    batches, current, width, budget = [], [], 0, 0
+    for i in order:
+        if current and (len(current) == batch_size or max(width, lengths[i]) + max(budget, budgets[i]) > context):
+            batches.append(current)
+            current, width, budget = [], 0, 0
+        current.append(i)
+        width, budget = max(width, lengths[i]), max(budget, budgets[i])
+    return batches + ([current] if current else [])
