@@ -2,7 +2,9 @@
 
 - Each prompt gets the tokenizer's BOS when it has one (as in `harness.scoring`).
 - A prompt plus its new tokens must fit the context window C: new tokens are capped at C // 2,
-  and a longer prompt keeps its last C - new tokens (the count of cut prompts is recorded).
+  and a longer prompt keeps its last C - room tokens, where room is the budget rounded up to a
+  multiple of 8 (so prompts with nearby budgets batch together; the count of cut prompts is
+  recorded). The cut depends on the prompt and its budget alone, never on the batch.
 - Prompts are sorted by budget and length and left-padded, so every row ends at the same
   position; a batch closes early when its longest prompt plus its largest budget would pass C.
   Greedy decoding (`do_sample=False`, one beam) runs for the largest budget in the batch and each
@@ -18,6 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.scoring import encode_with_bos
+
+BUDGET_STEP = 8
 
 
 @dataclass
@@ -49,13 +53,16 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
     context = max_length or _model_context(model)
     cap = max(1, context // 2)
     budgets = [max(1, min(n, cap)) for n in max_new_tokens]
+    # Room is made for the budget rounded up to a multiple of BUDGET_STEP, so prompts with nearby
+    # budgets are cut alike and share full batches; each output is still cut to its own budget.
+    rooms = [min(cap, -(-budget // BUDGET_STEP) * BUDGET_STEP) for budget in budgets]
     encoded, bos = encode_with_bos(tokenizer, prompts)
-    cut = [ids[-(context - budget):] for ids, budget in zip(encoded, budgets)]
+    cut = [ids[-(context - room):] for ids, room in zip(encoded, rooms)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     device = next(model.parameters()).device
-    order = sorted(range(len(prompts)), key=lambda i: (budgets[i], len(cut[i])))
+    order = sorted(range(len(prompts)), key=lambda i: (rooms[i], len(cut[i])))
     outputs = [""] * len(prompts)
-    batches = _fitting_batches(order, [len(c) for c in cut], budgets, batch_size, context)
+    batches = _fitting_batches(order, [len(c) for c in cut], rooms, batch_size, context)
     for batch in tqdm(batches, desc="generating", unit="batch", leave=False,
                       disable=None if progress is None else not progress):
         width = max(len(cut[i]) for i in batch)

@@ -22,7 +22,7 @@ from typing import Literal
 from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
 from harness.models import weight_files, weights_identity
 from harness.reference import train
-from harness.reference.corpus import CORPORA, REFERENCE, reference_corpus
+from harness.reference.corpus import CORPORA, REFERENCE, corpus_sha256, reference_corpus
 from harness.text import truncate_words
 
 log = logging.getLogger(__name__)
@@ -79,11 +79,15 @@ def default_folder(config: BuildConfig) -> Path:
     return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
 
 
-def is_built(folder: Path) -> bool:
+def is_built(folder: Path, config: BuildConfig) -> bool:
+    """True when `folder` holds every checkpoint of a build from the corpus as it is now."""
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return False
     data = json.loads(manifest.read_text(encoding="utf-8"))
+    if data["corpus"].get("sha256") != corpus_sha256(config.corpus):
+        log.warning("the %s corpus changed since %s was built; rebuilding", config.corpus, folder)
+        return False
     return all((folder / c["folder"] / "config.json").is_file() for c in data["checkpoints"])
 
 
@@ -99,7 +103,7 @@ def checkpoint_folders(folder: Path) -> list[Path]:
 def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference checkpoints into `folder` (default: the cache); returns the folder."""
     folder = Path(folder) if folder else default_folder(config)
-    if is_built(folder) and not force:
+    if is_built(folder, config) and not force:
         log.info("reference checkpoints already built in %s", folder)
         return folder
     started = time.perf_counter()
@@ -134,6 +138,7 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
                        f"the {config.corpus} corpus only",
         "config": config.as_dict(),
         "corpus": {"name": corpus.name, "language": corpus.language, "source": corpus.description,
+                   "sha256": corpus_sha256(config.corpus),
                    "split_seed": cfg.seed, "n_documents": len(documents)},
         "trained_on": config.train_on,
         "task_settings": config.task_settings(),

