@@ -151,3 +151,11 @@ def _download_wheel(package: str, version: str, folder: Path) -> Path:
         reason = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
         raise UserError(f"cannot download {package}=={version} from PyPI: {reason}")
     return wheels[0]
+
+
+def membership_label(value, where: str) -> int:
+    """A training-membership label: 1 or true (member), 0 or false (non-member); anything else,
+    floats and strings included, is a `UserError` naming `where`."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return int(value)
+    raise UserError(f"{where}: label must be 1 (member) or 0 (non-member), got {value!r}")

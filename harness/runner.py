@@ -17,7 +17,7 @@ from pydantic import ValidationError
 import harness
 from harness import cache, models
 from harness.errors import UserError
-from harness.io import atomic_write_text, canonical_json, sha256_text
+from harness.io import atomic_write_text, canonical_json, sha256_file, sha256_text
 from harness.results import (Environment, HarnessInfo, ModelInfo, ResultsFile, RunSettings, TaskEntry,
                              safe_file_stem, write_results)
 from harness.task import RunContext, Task, TaskConfig
@@ -48,9 +48,13 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
 
 
 def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str) -> str:
-    """Hash of everything that can change a task's numbers (batch size and device cannot)."""
-    payload = {"config": config.model_dump(mode="json"), "limit": options.limit, "seed": options.seed,
-               "dtype": dtype}
+    """Hash of everything that can change a task's numbers (batch size and device cannot),
+    including the content of every file a setting names, so an edited data file is not served
+    from the cache."""
+    settings = config.model_dump(mode="json")
+    files = {key: sha256_file(Path(value).expanduser()) for key, value in settings.items()
+             if isinstance(value, str) and value and Path(value).expanduser().is_file()}
+    payload = {"config": settings, "files": files, "limit": options.limit, "seed": options.seed, "dtype": dtype}
     return sha256_text(canonical_json(payload))[:16]
 
 

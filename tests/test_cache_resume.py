@@ -86,3 +86,19 @@ def test_cache_is_keyed_on_config_and_model(tiny_lm, tmp_path, two_tasks):
     evaluate(ModelSpec(str(other)), two_tasks[:1], {}, options)
     evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, EvaluateOptions(output_path=tmp_path / "x", use_cache=False))
     assert Calls.count["a"] == 4  # a new seed, a new model and --no-cache each recompute
+
+
+def test_cache_key_covers_the_content_of_data_files(tiny_lm, tmp_path, monkeypatch):
+    """Editing a data file in place must not serve the old result from the cache."""
+    from conftest import write_jsonl
+
+    monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path / "cache"))
+    rows = [{"text": f"word{i} and some more words here", "label": i % 2} for i in range(6)]
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    overrides = {"data": str(data), "lengths": ["2"], "bootstrap_resamples": "10"}
+    options = EvaluateOptions(output_path=tmp_path / "out")
+    first = load_results(evaluate(ModelSpec(str(tiny_lm)), select("mink_membership"), overrides, options))
+    write_jsonl(data, rows + [{"text": "one more text to count", "label": 1}])
+    second = load_results(evaluate(ModelSpec(str(tiny_lm)), select("mink_membership"), overrides, options))
+    assert first.task("mink_membership").counts["texts"] == 6
+    assert second.task("mink_membership").counts["texts"] == 7

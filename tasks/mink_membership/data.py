@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data import HubDataset
+from harness.data import HubDataset, membership_label
 from harness.errors import UserError
 from harness.io import read_jsonl_objects
 from harness.models import looks_like_path
@@ -27,12 +27,6 @@ class MembershipData:
     source: str
 
 
-def _label(value, where: str) -> int:
-    if isinstance(value, bool) or value in (0, 1):
-        return int(value)
-    raise UserError(f"{where}: label must be 1 (member) or 0 (non-member), got {value!r}")
-
-
 def read_jsonl(path: Path) -> list[LabeledText]:
     """Rows `{"text": str, "label": 0|1}` (optional "id"); blank lines are skipped."""
     rows = []
@@ -43,7 +37,7 @@ def read_jsonl(path: Path) -> list[LabeledText]:
             raise UserError(f"{where}: missing string field 'text'")
         if "label" not in row:
             raise UserError(f"{where}: missing field 'label'")
-        rows.append(LabeledText(str(row.get("id", number)), text, _label(row["label"], where)))
+        rows.append(LabeledText(str(row.get("id", number)), text, membership_label(row["label"], where)))
     return rows
 
 
@@ -53,7 +47,7 @@ def read_hub(repo_id: str, split: str, text_column: str | None, label_column: st
     text_column = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
     if text_column not in columns or label_column not in columns:
         raise UserError(f"{repo_id}: needs text and label columns, has {', '.join(columns)}")
-    return [LabeledText(str(i), row[text_column], _label(row[label_column], f"{repo_id} row {i}"))
+    return [LabeledText(str(i), row[text_column], membership_label(row[label_column], f"{repo_id} row {i}"))
             for i, row in enumerate(dataset)]
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from harness.data import membership_label
 from harness.errors import UserError
 from harness.io import read_jsonl_objects
 from harness.reference.corpus import corpus_of_data, reference_corpus
@@ -24,6 +25,7 @@ from harness.text import word_end_offsets
 
 JAPANESE_SENTENCE_END = re.compile(r"[。！？]")
 ENGLISH_SENTENCE_END = (".", "!", "?")
+CLOSING_MARKS = "\"'”’)]"  # may follow the sentence end: He said "stop."
 SEGMENT_WINDOW = 1000  # characters of the private part handed to the sentence splitter first
 
 
@@ -84,7 +86,7 @@ def first_sentence(private: str, language: str) -> tuple[str, bool]:
         spans = _english_segmenter().segment(window)
         if spans:
             sentence = window[spans[0].start: spans[0].end].rstrip()
-            if sentence.endswith(ENGLISH_SENTENCE_END) or len(spans) > 1:
+            if sentence.rstrip(CLOSING_MARKS).endswith(ENGLISH_SENTENCE_END) or len(spans) > 1:
                 return window[: spans[0].start] + sentence, True
         if len(window) == len(body):
             break
@@ -105,9 +107,7 @@ def read_articles(path: Path, language: str, max_public_words: int) -> tuple[lis
         where = f"{path}:{number}"
         if "id" not in row:
             raise UserError(f"{where}: missing field 'id'")
-        label = row.get("label")
-        if label not in (None, 0, 1) or isinstance(label, float):
-            raise UserError(f"{where}: label must be 1 (member) or 0 (non-member), got {label!r}")
+        label = None if row.get("label") is None else membership_label(row["label"], where)
         if "public" in row or "private" in row:
             public, private = row.get("public"), row.get("private")
             if not isinstance(public, str) or not isinstance(private, str):
