@@ -307,21 +307,35 @@ def test_newest_run_is_shown_and_runs_counted(tmp_path):
     folder.mkdir()
     # The older run's file name sorts last, so neither "last file read" nor "largest name" picks the newest.
     submit(folder, make_results("model-a", ID_A, created_at="2024-01-01T00:00:00+00:00", auc=0.111), "zzz-old.json")
-    submit(folder, make_results("model-a renamed", ID_A, created_at="2024-06-01T00:00:00+00:00", auc=0.777,
+    submit(folder, make_results("model-a", ID_A, created_at="2024-06-01T00:00:00+00:00", auc=0.777,
                                 config_hash="2222222222222222"), "aaa-new.json")
     submit(folder, make_results("model-b", ID_B, auc=0.5), "mmm-b.json")
     markdown, _ = render_markdown(folder)
     assert "0.111" not in markdown
     overview = {row["model"]: row for row in records(table(section(markdown, "## Overview")))}
-    assert set(overview) == {f"model-a renamed ({ID_A[:8]})", f"model-b ({ID_B[:8]})"}
+    assert set(overview) == {f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"}
     [column] = [c for c in next(iter(overview.values())) if c.startswith(TASK)]
-    assert float(overview[f"model-a renamed ({ID_A[:8]})"][column]) == 0.777
+    assert float(overview[f"model-a ({ID_A[:8]})"][column]) == 0.777
     rows = records(table(section(markdown, f"## {TASK}")))
-    a_rows = [r for r in rows if r["model"] == f"model-a renamed ({ID_A[:8]})"]
+    a_rows = [r for r in rows if r["model"] == f"model-a ({ID_A[:8]})"]
     assert len(a_rows) == len(LENGTHS)
     assert {r["runs"] for r in a_rows} == {"2"}
     assert next(r for r in a_rows if r["length"] == "128")["auc"].startswith("0.777 ")
     assert {r["runs"] for r in rows if r["model"].startswith("model-b")} == {"1"}
+
+
+def test_equal_weights_under_different_names_are_different_rows(tmp_path):
+    """Two untrained models from one seed have equal weights but different tokenizers: the board
+    keys a model on (identity, name), so neither hides the other."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    submit(folder, make_results("untrained-en", ID_A, auc=0.48), "en.json")
+    submit(folder, make_results("untrained-ja", ID_A, auc=0.52), "ja.json")
+    markdown, _ = render_markdown(folder)
+    overview = {row["model"]: row for row in records(table(section(markdown, "## Overview")))}
+    assert set(overview) == {f"untrained-en ({ID_A[:8]})", f"untrained-ja ({ID_A[:8]})"}
+    rows = records(table(section(markdown, f"## {TASK}")))
+    assert {r["runs"] for r in rows} == {"1"}
 
 
 EVIL = "<img src=x onerror=alert(1)>|**bold**[link](http://x)"
