@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from harness.scoring import encode_with_bos
+from harness.scoring import encode_with_bos, model_context
 
 BUDGET_STEP = 8
 
@@ -37,12 +37,6 @@ class GenerationInfo:
         return asdict(self)
 
 
-def _model_context(model) -> int:
-    from harness.models import context_length
-
-    return context_length(model.config) or 2048
-
-
 @torch.no_grad()
 def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: list[int], batch_size: int = 16,
                          max_length: int | None = None, progress: bool | None = None,
@@ -50,7 +44,7 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
     """The greedy continuation of each prompt, decoded to text (special tokens dropped)."""
     if len(prompts) != len(max_new_tokens):
         raise ValueError("one max_new_tokens per prompt")
-    context = max_length or _model_context(model)
+    context = max_length or model_context(model)
     cap = max(1, context // 2)
     budgets = [max(1, min(n, cap)) for n in max_new_tokens]
     # Room is made for the budget rounded up to a multiple of BUDGET_STEP, so prompts with nearby

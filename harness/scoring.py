@@ -99,7 +99,7 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
                           ) -> tuple[list[TokenScores], ScoringInfo]:
     """Per-token log-probs (and optionally next-token distribution mean/std) of each text."""
     encoded, bos = encode_with_bos(tokenizer, texts)
-    context = max_length or _model_context(model)
+    context = max_length or model_context(model)
     if context < 2:
         raise ValueError(f"context length must be at least 2, got {context}")
     stride = min(stride or context // 2, context - 1)  # a window must keep >= 1 token of context
@@ -120,7 +120,8 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     return outputs, info
 
 
-def _model_context(model) -> int:
+def model_context(model) -> int:
+    """The model's context window (config), or 2048 when the config names none."""
     from harness.models import context_length
 
     return context_length(model.config) or 2048

@@ -51,3 +51,24 @@ def quick_reference(membench_cache) -> Path:
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
+
+
+def assert_user_error(capsys, argv: list[str], out: Path | None, *needles: str) -> str:
+    """Run the CLI; check the one-line error contract; return the error line."""
+    capsys.readouterr()  # drop anything printed while fixtures were set up
+    from harness.cli import main
+
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert "Traceback" not in captured.err + captured.out
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
+    line = lines[0]
+    assert line.startswith("membench: error: "), line
+    for needle in needles:
+        assert needle in line, f"{needle!r} not in {line!r}"
+    assert captured.out == ""
+    if out is not None:
+        assert not out.exists() or list(out.iterdir()) == [], sorted(out.iterdir())
+    return line

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
+from conftest import assert_user_error, write_jsonl
 
 from harness.cli import main
 from harness.results import load_results
@@ -37,25 +37,6 @@ def good_data(tmp_path) -> Path:
 def evaluate_argv(model, data, out: Path, *extra: str) -> list[str]:
     return ["evaluate", "--model", str(model), "--tasks", TASK, "--data", str(data),
             "--output-path", str(out), *FAST, *extra]
-
-
-def assert_user_error(capsys, argv: list[str], out: Path | None, *needles: str) -> str:
-    """Run the CLI; check the one-line error contract; return the error line."""
-    capsys.readouterr()  # drop anything printed while fixtures were set up
-    code = main(argv)
-    captured = capsys.readouterr()
-    assert code == 2, captured
-    assert "Traceback" not in captured.err + captured.out
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
-    line = lines[0]
-    assert line.startswith("membench: error: "), line
-    for needle in needles:
-        assert needle in line, f"{needle!r} not in {line!r}"
-    assert captured.out == ""
-    if out is not None:
-        assert not out.exists() or list(out.iterdir()) == [], sorted(out.iterdir())
-    return line
 
 
 # ---------------------------------------------------------------- models

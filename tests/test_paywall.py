@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import TINY_TEXTS, write_jsonl
+from conftest import TINY_TEXTS, assert_user_error, write_jsonl
 
 from harness import metrics
 from harness.cli import main
@@ -109,23 +109,6 @@ def test_first_sentence_japanese():
 
 
 # ---------------------------------------------------------------- bad input through the CLI
-
-
-def assert_user_error(capsys, argv: list[str], out: Path, *needles: str) -> str:
-    """Run the CLI; exit 2, one `membench: error:` line naming the problem, nothing written."""
-    capsys.readouterr()
-    code = main(argv)
-    captured = capsys.readouterr()
-    assert code == 2, captured
-    assert "Traceback" not in captured.err + captured.out
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
-    assert lines[0].startswith("membench: error: "), lines[0]
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
-    assert captured.out == ""
-    assert not out.exists() or list(out.iterdir()) == []
-    return lines[0]
 
 
 def paywall_argv(model: Path, data, out: Path, *extra: str) -> list[str]:
