@@ -72,7 +72,7 @@ class Task(ABC):
         """Why this task cannot score `model`, or None when it can."""
         if model.kind not in self.MODEL_KINDS:
             kinds = ", ".join(sorted(k.value for k in self.MODEL_KINDS))
-            return f"{self.NAME} scores {kinds} models; this is a {model.kind.value} model"
+            return f"{self.NAME} scores {kinds} models, not {model.kind.value} models"
         return None
 
 

@@ -76,7 +76,7 @@ class PaywallMemorization(Task):
         metrics_out, counts = [], {"articles": data.n_articles, "too_short_to_split": data.n_too_short,
                                    "no_sentence_end": sum(not e.sentence_end_found for e in examples)}
         for label, group in GROUPS.items():
-            chosen = [i for i, e in enumerate(examples) if e.label == label or (label is None and e.label is None)]
+            chosen = [i for i, e in enumerate(examples) if e.label == label]
             if not chosen:
                 continue
             counts[group] = len(chosen)
