@@ -24,8 +24,9 @@ def fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def model_label(item: BoardEntry) -> str:
-    return f"{escape(item.model_name)} ({escape(item.model_identity[:8])})"
+def model_label(name: str, identity: str) -> str:
+    """A model's name with the first 8 characters of its identity, escaped."""
+    return f"{escape(name)} ({escape(identity[:8])})"
 
 
 def headline_value(item: BoardEntry) -> str:
@@ -48,7 +49,7 @@ def overview_table(board: list[BoardEntry]) -> str:
         headers[task] = f"{task}: {escape(heads[0].label)} {ARROWS[heads[0].better]}" if heads else task
     models = sorted({(b.model_name, b.model_identity, b.model_kind) for b in board})
     cells = {(b.model_identity, b.model_name, b.entry.name): headline_value(b) for b in board}
-    rows = [[f"{escape(name)} ({escape(identity[:8])})", escape(kind)] + [cells.get((identity, name, t), "") for t in tasks]
+    rows = [[model_label(name, identity), escape(kind)] + [cells.get((identity, name, t), "") for t in tasks]
             for name, identity, kind in models]
     return tabulate(rows, headers=["model", "kind"] + [headers[t] for t in tasks], tablefmt="github", disable_numparse=True)
 
@@ -65,7 +66,7 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
             key = tuple(metric.tags.get(k, "") for k in tag_keys)
             grouped.setdefault(key, {})[metric.name] = metric
         for key, by_name in grouped.items():
-            row = [model_label(item), item.entry.version, item.runs] + [escape(v) for v in key]
+            row = [model_label(item.model_name, item.model_identity), item.entry.version, item.runs] + [escape(v) for v in key]
             for name in metric_names:
                 metric = by_name.get(name)
                 cell = "" if metric is None else fmt(metric.value)
@@ -76,5 +77,5 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
     headers = ["model", "version", "runs"] + [escape(k) for k in tag_keys + metric_names]
     table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) if rows else "_no results yet_"
     skipped = [b for b in board if b.entry.name == task and b.entry.status == "skipped"]
-    notes = "".join(f"\n- skipped {model_label(b)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
+    notes = "".join(f"\n- skipped {model_label(b.model_name, b.model_identity)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
     return table + ("\n" + notes if notes else "")
