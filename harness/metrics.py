@@ -111,3 +111,56 @@ def approximate_memorization(generation: str, reference: str) -> float:
     if longest == 0:
         return 1.0
     return 1.0 - Levenshtein.distance(generation, reference) / longest
+
+
+# ---------------------------------------------------------------- pairwise preference (two groups of scores)
+
+def preference_share(higher: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """Share of the pairs (a in `higher`, b in `lower`) with a > b, ties counting 1/2, per row:
+    the Mann-Whitney U of `higher` divided by n_higher n_lower, computed from ranks as `rank_auc`.
+
+    Rows are compared row by row (one row per prompt, say); 1-D inputs give a 1-element array.
+    This is Xia et al. 2024's M-MEM when `higher` holds in-train and `lower` out-train confidences.
+    """
+    higher, lower = np.atleast_2d(higher), np.atleast_2d(lower)
+    labels = np.r_[np.ones(higher.shape[1]), np.zeros(lower.shape[1])]
+    return rank_auc(labels, np.concatenate([higher, lower], axis=1))
+
+
+def pair_preferences(higher: np.ndarray, lower: np.ndarray, chunk: int = 64) -> np.ndarray:
+    """S[i * n_lower + j, r] = 1 when higher[r, i] > lower[r, j], 1/2 when equal, else 0.
+
+    One row per pair, one column per row of the inputs (prompts); float16 holds 0, 1/2 and 1
+    exactly. Built in chunks of `higher` columns, so the only large array is the result.
+    """
+    higher, lower = np.atleast_2d(higher), np.atleast_2d(lower)
+    rows, n_high, n_low = higher.shape[0], higher.shape[1], lower.shape[1]
+    out = np.empty((n_high * n_low, rows), dtype=np.float16)
+    for start in range(0, n_high, chunk):
+        part = higher[:, start:start + chunk, None]  # (rows, chunk, 1) against (rows, 1, n_low)
+        s = (part > lower[:, None, :]) + 0.5 * (part == lower[:, None, :])
+        out[start * n_low:(start + part.shape[1]) * n_low] = s.reshape(rows, -1).T
+    return out
+
+
+def majority_vote_share(preferences: np.ndarray) -> float:
+    """Share of pairs that a majority of the k columns (prompts) prefer: a pair scores 1 when its
+    votes sum_r S[pair, r] exceed k/2, 1/2 when they equal k/2, else 0 (Xia et al. 2024's
+    majority-vote ensemble)."""
+    votes = preferences.sum(axis=1, dtype=np.float64)
+    half = preferences.shape[1] / 2
+    return float(np.mean(np.where(votes > half, 1.0, np.where(votes == half, 0.5, 0.0))))
+
+
+def cochrans_q(successes: np.ndarray) -> tuple[float | None, float | None]:
+    """Cochran's Q test that k binary treatments (columns) share one success rate over N blocks
+    (rows) (statsmodels): Q = (k-1) (k sum_j C_j^2 - T^2) / (k T - sum_i R_i^2), chi-square with
+    k-1 degrees of freedom. (None, None) when no block (row) has both outcomes (Q is 0/0)."""
+    from statsmodels.stats.contingency_tables import cochrans_q as statsmodels_cochrans_q
+
+    successes = np.asarray(successes, dtype=bool)
+    rows = successes.sum(axis=1)
+    if np.all((rows == 0) | (rows == successes.shape[1])):
+        return None, None  # every block is all-success or all-failure: Q is 0/0
+    result = statsmodels_cochrans_q(successes)
+    return float(result.statistic), float(result.pvalue)

@@ -55,6 +55,9 @@ class TaskEntry(_Strict):
     info: dict[str, Any] = Field(default_factory=dict)
     wall_time_s: float = 0.0
     samples_file: str | None = None
+    # Per-item values of one metric (series name -> item id -> value), e.g. the test M-MEM of
+    # every prompt; the board compares how models rank the items (Kendall's tau).
+    item_scores: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 class ModelInfo(_Strict):

@@ -76,7 +76,8 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
     started = time.perf_counter()
     result = task.run(lm, data, config, context)
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
-                      info=result.info, wall_time_s=round(time.perf_counter() - started, 3), **base)
+                      info=result.info, item_scores=result.item_scores,
+                      wall_time_s=round(time.perf_counter() - started, 3), **base)
     samples = cache.samples_to_jsonl(result.samples)
     cache.put(lm.identity, entry, samples)
     return entry, samples
@@ -94,6 +95,9 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
                          progress=options.progress)
     datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
     lm = models.load(spec)
+    for task in instances:
+        if task.skip_reason(lm) is None:
+            task.check_model(lm)
     entries, samples = [], []
     for task, config, data in zip(instances, configs, datasets):
         entry, jsonl = run_task(task, lm, data, config, context, options)

@@ -50,6 +50,8 @@ class TaskResult:
     counts: dict[str, int]
     samples: list[dict[str, Any]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    # Per-item values of a metric, series name -> item id -> value (see `results.TaskEntry`).
+    item_scores: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class Task(ABC):
@@ -67,6 +69,10 @@ class Task(ABC):
     @abstractmethod
     def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
         """Score `model` on `data`. Never loads a model and never writes a file."""
+
+    def check_model(self, model: LoadedModel) -> None:
+        """Raise a `UserError` when a model of a supported kind still cannot be scored (say, it lacks
+        labels the task reads). Called for every task before any task runs."""
 
     def skip_reason(self, model: LoadedModel) -> str | None:
         """Why this task cannot score `model`, or None when it can."""

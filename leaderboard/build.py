@@ -7,7 +7,7 @@ from pathlib import Path
 from harness.io import atomic_write_bytes, atomic_write_text
 from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.plots import task_plot
-from leaderboard.render import ARROWS, overview_table, task_table
+from leaderboard.render import ARROWS, agreement_table, overview_table, task_table
 
 PLOTS_FOLDER = "leaderboard_plots"
 
@@ -38,6 +38,10 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
             plots[f"{task}.png"] = png
             parts += [f"![{task}]({PLOTS_FOLDER}/{task}.png)", ""]
         parts.append(task_table(task, board))
+        agreement = agreement_table(task, board)
+        if agreement:
+            parts += ["", "Agreement across models: Kendall's tau between two models' per-item values "
+                      "(e.g. the test M-MEM of each prompt).", "", agreement]
     return "\n".join(parts) + "\n", plots
 
 

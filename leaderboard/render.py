@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import html
+import itertools
 import re
 
+from scipy.stats import kendalltau
 from tabulate import tabulate
 
 from leaderboard.collect import BoardEntry
@@ -79,3 +81,26 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
     skipped = [b for b in board if b.entry.name == task and b.entry.status == "skipped"]
     notes = "".join(f"\n- skipped {model_label(b.model_name, b.model_identity)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
     return table + ("\n" + notes if notes else "")
+
+
+def agreement_table(task: str, board: list[BoardEntry]) -> str | None:
+    """For each per-item series of a task (`item_scores`, e.g. the test M-MEM of every prompt),
+    Kendall's tau-b (SciPy) between every two models over the items both have: do the models rank
+    the items alike? None when fewer than two models report a series."""
+    items = [b for b in board if b.entry.name == task and b.entry.status == "ok" and b.entry.item_scores]
+    rows = []
+    for series in sorted({s for b in items for s in b.entry.item_scores}):
+        having = [b for b in items if series in b.entry.item_scores]
+        for first, second in itertools.combinations(having, 2):
+            a, b = first.entry.item_scores[series], second.entry.item_scores[series]
+            shared = sorted(set(a) & set(b))
+            if len(shared) < 2:
+                continue
+            tau = kendalltau([a[k] for k in shared], [b[k] for k in shared])
+            rows.append([escape(series), model_label(first.model_name, first.model_identity),
+                         model_label(second.model_name, second.model_identity), str(len(shared)),
+                         fmt(tau.statistic), fmt(tau.pvalue)])
+    if not rows:
+        return None
+    return tabulate(rows, headers=["series", "model A", "model B", "items", "Kendall tau", "p"],
+                    tablefmt="github", disable_numparse=True)

@@ -79,14 +79,15 @@ def default_folder(config: BuildConfig) -> Path:
     return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
 
 
-def is_built(folder: Path, config: BuildConfig) -> bool:
-    """True when `folder` holds every checkpoint of a build from the corpus as it is now."""
+def is_built(folder: Path, data_sha256: str) -> bool:
+    """True when `folder` holds every checkpoint of a build from the training data as it is now
+    (the manifest's `corpus.sha256`)."""
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return False
     data = json.loads(manifest.read_text(encoding="utf-8"))
-    if data["corpus"].get("sha256") != corpus_sha256(config.corpus):
-        log.warning("the %s corpus changed since %s was built; rebuilding", config.corpus, folder)
+    if data["corpus"].get("sha256") != data_sha256:
+        log.warning("the training data changed since %s was built; rebuilding", folder)
         return False
     return all((folder / c["folder"] / "config.json").is_file() for c in data["checkpoints"])
 
@@ -103,7 +104,7 @@ def checkpoint_folders(folder: Path) -> list[Path]:
 def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference checkpoints into `folder` (default: the cache); returns the folder."""
     folder = Path(folder) if folder else default_folder(config)
-    if is_built(folder, config) and not force:
+    if is_built(folder, corpus_sha256(config.corpus)) and not force:
         log.info("reference checkpoints already built in %s", folder)
         return folder
     started = time.perf_counter()
@@ -116,14 +117,11 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
     tokenizer = train.train_tokenizer(training_texts, cfg.vocab_size)
     model = train.untrained_model(tokenizer, cfg)
     blocks = train.training_blocks(tokenizer, training_texts, cfg.context)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=_parent(folder)))
+    staging = staging_folder(folder)
     checkpoints, losses = [], {}
 
     def save(epoch: int) -> None:
-        target = staging / f"{config.name}-e{epoch:02d}"
-        train.save_checkpoint(model, tokenizer, target)
-        checkpoints.append({"epoch": epoch, "folder": target.name, "times_each_trained_document_seen": epoch,
-                            "weights_sha256": weights_identity(weight_files(target, False))})
+        checkpoints.append(save_checkpoint(model, tokenizer, staging / f"{config.name}-e{epoch:02d}", epoch, epoch))
 
     def on_epoch_end(epoch: int, loss: float) -> None:
         losses[epoch] = round(loss, 5)
@@ -152,14 +150,27 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         "checkpoints": checkpoints,
         "build_seconds": round(time.perf_counter() - started, 1),
     }
+    return publish(staging, folder, manifest)
+
+
+def save_checkpoint(model, tokenizer, target: Path, epoch: int, times_seen: int) -> dict:
+    """Save a checkpoint (safetensors + tokenizer) and return its manifest record."""
+    train.save_checkpoint(model, tokenizer, target)
+    return {"epoch": epoch, "folder": target.name, "times_each_trained_document_seen": times_seen,
+            "weights_sha256": weights_identity(weight_files(target, False))}
+
+
+def staging_folder(folder: Path) -> Path:
+    """A fresh folder beside `folder` to build into, so a failed build leaves nothing behind."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".staging-", dir=folder.parent))
+
+
+def publish(staging: Path, folder: Path, manifest: dict) -> Path:
+    """Write the manifest into `staging` and move it to `folder` (replacing an older build)."""
     atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     if folder.exists():
         shutil.rmtree(folder)
     staging.rename(folder)
     log.info("built reference checkpoints in %s (%.0f s)", folder, manifest["build_seconds"])
     return folder
-
-
-def _parent(folder: Path) -> Path:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    return folder.parent

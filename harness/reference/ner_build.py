@@ -1,0 +1,186 @@
+"""The reference NER model: a small BERT token classifier trained on CPU on the reference NER data.
+
+A WordPiece tokenizer (cased) is trained on `vocabulary_sentences` (in- and out-train names alike);
+a BERT token classifier with CoNLL-2003 labels is trained on the sentences that mention the
+in-train names only (`ner_data.training_sentences`). Every subword token carries its word's label
+(B-X on a word's first subword only, I-X on the rest), so the confidence the task reads
+(max of P(B-PER), P(I-PER) per subword) is trained on every token. Checkpoints: before training
+(epoch 0, the negative control) and after each epoch in `epochs`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import BertWordPieceTokenizer, processors
+from tqdm.auto import tqdm
+from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast
+
+from harness.io import cache_dir, canonical_json, sha256_text
+from harness.reference import ner_data
+from harness.reference.build import is_built, publish, save_checkpoint, staging_folder
+from harness.reference.train import seed_everything
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+IGNORED = -100  # label of padding: no loss
+
+
+@dataclass(frozen=True)
+class NerBuildConfig:
+    """Everything that decides the reference NER weights; recorded in the manifest."""
+
+    seed: int = 0
+    names_per_list: int = 100
+    mentions_per_name: int = 3
+    vocab_size: int = 2000
+    hidden_size: int = 128
+    n_layer: int = 2
+    n_head: int = 2
+    intermediate_size: int = 256
+    max_positions: int = 128
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    dropout: float = 0.1
+    epochs: tuple[int, ...] = (0, 20)
+
+    name = "ner-bert"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def digest(self) -> str:
+        return sha256_text(canonical_json(self.as_dict()))[:10]
+
+    def names(self) -> ner_data.ReferenceNames:
+        return ner_data.reference_names(self.seed, self.names_per_list)
+
+    def task_settings(self) -> dict[str, str]:
+        """Task settings that evaluate the checkpoints on their own names."""
+        return {"names": ner_data.REFERENCE_NAMES}
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A cased WordPiece tokenizer with BERT's special tokens and [CLS] ... [SEP] framing."""
+    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=SPECIAL_TOKENS,
+                                  show_progress=False)
+    wordpiece.post_processor = processors.BertProcessing(("[SEP]", wordpiece.token_to_id("[SEP]")),
+                                                         ("[CLS]", wordpiece.token_to_id("[CLS]")))
+    return PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
+
+
+def untrained_model(vocab_size: int, config: NerBuildConfig) -> BertForTokenClassification:
+    seed_everything(config.seed)
+    labels = dict(enumerate(ner_data.LABELS))
+    return BertForTokenClassification(BertConfig(
+        vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.n_layer,
+        num_attention_heads=config.n_head, intermediate_size=config.intermediate_size,
+        max_position_embeddings=config.max_positions, hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout,
+        id2label=labels, label2id={v: k for k, v in labels.items()}))
+
+
+def encode(tokenizer, sentences: list[list[tuple[str, str]]]) -> list[tuple[list[int], list[int]]]:
+    """(input ids, label ids) per sentence; a word's label on its first subword, I-X on the rest."""
+    label_id = {label: i for i, label in enumerate(ner_data.LABELS)}
+    encoded = tokenizer([[w for w, _ in s] for s in sentences], is_split_into_words=True)
+    rows = []
+    for k, sentence in enumerate(sentences):
+        labels, previous = [], None
+        for word in encoded.word_ids(k):
+            if word is None:
+                labels.append(IGNORED)
+            else:
+                label = sentence[word][1]
+                if word == previous and label.startswith("B-"):
+                    label = "I-" + label[2:]
+                labels.append(label_id[label])
+            previous = word
+        rows.append((encoded["input_ids"][k], labels))
+    return rows
+
+
+def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, config: NerBuildConfig,
+          on_epoch_end) -> None:
+    """AdamW at a constant learning rate over seeded shuffles of the sentences, padded per batch."""
+    seed_everything(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    model.train()
+    n_epochs = max(config.epochs)
+    steps = -(-len(rows) // config.batch_size)
+    progress = tqdm(total=n_epochs * steps, desc="training reference NER model", unit="step", disable=None)
+    for epoch in range(1, n_epochs + 1):
+        order = torch.randperm(len(rows), generator=generator).tolist()
+        total = 0.0
+        for start in range(0, len(rows), config.batch_size):
+            batch = [rows[i] for i in order[start:start + config.batch_size]]
+            width = max(len(ids) for ids, _ in batch)
+            input_ids = torch.full((len(batch), width), pad_id)
+            labels = torch.full((len(batch), width), IGNORED)
+            for j, (ids, tags) in enumerate(batch):
+                input_ids[j, : len(ids)] = torch.tensor(ids)
+                labels[j, : len(tags)] = torch.tensor(tags)
+            loss = model(input_ids=input_ids, attention_mask=input_ids != pad_id,
+                         labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            total += loss.item() * len(batch)
+            progress.update(1)
+        on_epoch_end(epoch, total / len(rows))
+    progress.close()
+    model.eval()
+
+
+def default_folder(config: NerBuildConfig) -> Path:
+    return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
+
+
+def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
+    """Build the reference NER checkpoints into `folder` (default: the cache); returns the folder."""
+    folder = Path(folder) if folder else default_folder(config)
+    names = config.names()
+    data_sha = ner_data.data_sha256(names, config.mentions_per_name, config.seed)
+    if is_built(folder, data_sha) and not force:
+        return folder
+    started = time.perf_counter()
+    sentences = ner_data.training_sentences(names, config.mentions_per_name, config.seed)
+    tokenizer = train_tokenizer(ner_data.vocabulary_sentences(names, config.mentions_per_name, config.seed),
+                                config.vocab_size)
+    model = untrained_model(len(tokenizer), config)
+    rows = encode(tokenizer, sentences)
+    staging = staging_folder(folder)
+    checkpoints, losses = [], {}
+
+    def on_epoch_end(epoch: int, loss: float) -> None:
+        losses[epoch] = round(loss, 5)
+        if epoch in config.epochs:
+            checkpoints.append(save_checkpoint(model, tokenizer, staging / f"{config.name}-e{epoch:02d}", epoch,
+                                               epoch * config.mentions_per_name))
+
+    if 0 in config.epochs:
+        on_epoch_end(0, float("nan"))
+        losses.pop(0)
+    train(model, rows, tokenizer.pad_token_id, config, on_epoch_end)
+    manifest = {
+        "description": "membench reference NER model: a small BERT token classifier trained on "
+                       "template sentences that mention the in-train names only",
+        "config": config.as_dict(),
+        "corpus": {"name": "reference NER names and sentences", "language": "en", "sha256": data_sha,
+                   "source": "faker en_US person names (seeded) in news-style templates; see ner_data.py"},
+        "trained_on": "in_train names",
+        "task_settings": config.task_settings(),
+        "training_text": f"{len(sentences)} sentences: each in-train name in {config.mentions_per_name} "
+                         "template sentences, plus one entity-free sentence per name",
+        "n_training_tokens": sum(len(ids) for ids, _ in rows),
+        "members": list(names.in_train),
+        "non_members": list(names.out_train),
+        "epoch_mean_loss": losses,
+        "checkpoints": checkpoints,
+        "build_seconds": round(time.perf_counter() - started, 1),
+    }
+    return publish(staging, folder, manifest)
