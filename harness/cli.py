@@ -137,6 +137,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size, limit=args.limit,
                               seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache)
     path = evaluate(spec, select(args.tasks), task_overrides(args), options)
+    if args.tasks.strip() != "all":  # a task named on purpose but skipped deserves a word
+        from harness.results import load_results
+
+        for entry in load_results(path).tasks:
+            if entry.status == "skipped":
+                print(f"membench: warning: {entry.name} skipped: {entry.skip_reason}", file=sys.stderr)
     print(path)
     return 0
 

@@ -66,7 +66,7 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
                 config_hash=digest, seed=options.seed)
     reason = task.skip_reason(lm)
     if reason:
-        log.warning("skipping %s: %s", task.NAME, reason)
+        log.info("skipping %s: %s", task.NAME, reason)
         return TaskEntry(status="skipped", skip_reason=reason, **base), ""
     if options.use_cache:
         hit = cache.get(lm.identity, task.NAME, task.VERSION, digest)

@@ -304,3 +304,32 @@ def test_reference_names_are_disjoint_and_of_one_shape():
     assert len(names.dev_in) == len(names.test_out) == 100
     trained_words = {w for s in ner_data.training_sentences(names, 3, 0) for w, _ in s}
     assert words_in <= trained_words and not words_out & trained_words
+
+
+def test_a_named_task_skipped_for_the_model_kind_is_a_warning(capsys, tmp_path, tiny_lm):
+    code = main(["evaluate", "--model", str(tiny_lm), "--tasks", "ner_prompt_memorization",
+                 "--output-path", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "membench: warning: ner_prompt_memorization skipped: ner_prompt_memorization scores token-classifier" \
+        in captured.err
+
+
+def test_the_board_compares_models_prompt_rankings_with_kendalls_tau():
+    from harness.results import TaskEntry
+    from leaderboard.collect import BoardEntry
+    from leaderboard.render import agreement_table
+
+    def entry(scores: dict) -> TaskEntry:
+        return TaskEntry(name="ner_prompt_memorization", version=1, status="ok", config={}, config_hash="x",
+                         seed=0, item_scores={"test_m_mem_by_prompt": scores})
+
+    board = [BoardEntry("a", "aaaaaaaa", "token-classifier", entry({"p1": 0.1, "p2": 0.2, "p3": 0.3}), 1),
+             BoardEntry("b", "bbbbbbbb", "token-classifier", entry({"p1": 0.3, "p2": 0.2, "p3": 0.1, "p4": 0.5}), 1),
+             BoardEntry("c", "cccccccc", "token-classifier", entry({"p1": 0.5, "p2": 0.6, "p3": 0.9}), 1)]
+    table = agreement_table("ner_prompt_memorization", board)
+    rows = [line for line in table.splitlines() if line.startswith("| test")]
+    assert len(rows) == 3
+    assert "| a (aaaaaaaa) | b (bbbbbbbb) | 3 | -1.000 |" in " ".join(" ".join(r.split()) for r in rows)
+    assert "| a (aaaaaaaa) | c (cccccccc) | 3 | 1.000 |" in " ".join(" ".join(r.split()) for r in rows)
+    assert agreement_table("ner_prompt_memorization", board[:1]) is None

@@ -1,6 +1,6 @@
 """The reference NER model: a small BERT token classifier trained on CPU on the reference NER data.
 
-A WordPiece tokenizer (cased) is trained on `vocabulary_sentences` (in- and out-train names alike);
+A cased WordPiece tokenizer is built from `vocabulary_sentences` (in- and out-train names alike);
 a BERT token classifier with CoNLL-2003 labels is trained on the sentences that mention the
 in-train names only (`ner_data.training_sentences`). Every subword token carries its word's label
 (B-X on a word's first subword only, I-X on the rest), so the confidence the task reads
@@ -11,11 +11,12 @@ in-train names only (`ner_data.training_sentences`). Every subword token carries
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import BertWordPieceTokenizer, processors
+from tokenizers import BertWordPieceTokenizer, pre_tokenizers
 from tqdm.auto import tqdm
 from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast
 
@@ -63,12 +64,21 @@ class NerBuildConfig:
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A cased WordPiece tokenizer with BERT's special tokens and [CLS] ... [SEP] framing."""
-    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
-    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=1, special_tokens=SPECIAL_TOKENS,
-                                  show_progress=False)
-    wordpiece.post_processor = processors.BertProcessing(("[SEP]", wordpiece.token_to_id("[SEP]")),
-                                                         ("[CLS]", wordpiece.token_to_id("[CLS]")))
+    """A cased WordPiece tokenizer with BERT's special tokens and [CLS] ... [SEP] framing.
+
+    Its vocabulary, in id order: the special tokens, every character of the texts (alone and as a
+    `##` continuation), then whole words by falling count (ties alphabetical) up to `vocab_size`;
+    rarer words are spelled with characters. Built by counting because the `tokenizers` WordPiece
+    trainer breaks count ties differently in every process, so its vocabulary is not reproducible.
+    """
+    counts = Counter(word for text in texts for word, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(text))
+    characters = sorted({ch for word in counts for ch in word})
+    vocab = SPECIAL_TOKENS + characters + ["##" + ch for ch in characters]
+    known = set(vocab)
+    words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if w not in known]
+    vocab += words[: max(0, vocab_size - len(vocab))]
+    wordpiece = BertWordPieceTokenizer({token: i for i, token in enumerate(vocab)}, lowercase=False,
+                                       strip_accents=False)
     return PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]",
                                    cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
 
