@@ -11,6 +11,8 @@ span (the tokens of a person name, say) and every requested label id.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -48,8 +50,13 @@ def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, 
     distinct = list(dict.fromkeys(zip(texts, spans)))
     if not distinct:
         return []
-    encoded = tokenizer([text for text, _ in distinct], add_special_tokens=True, return_offsets_mapping=True,
-                        return_special_tokens_mask=True)
+    # The Rust tokenizer itself (a copy, never truncating or padding): the same encodings as
+    # `tokenizer(...)` without converting each one into Python lists.
+    backend = copy.deepcopy(tokenizer.backend_tokenizer)
+    backend.no_truncation()
+    backend.no_padding()
+    encodings = backend.encode_batch([text for text, _ in distinct], add_special_tokens=True)
+    encoded = {"input_ids": [e.ids for e in encodings]}
     context = model_context(model)
     positions = []
     for k, (text, (start, end)) in enumerate(distinct):
@@ -57,7 +64,7 @@ def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, 
         if len(ids) > context:
             raise UserError(f"a sentence is {len(ids)} tokens long, over the model's context of {context}: "
                             f"{text[:60]!r}")
-        where = _span_token_indices(encoded["offset_mapping"][k], encoded["special_tokens_mask"][k], start, end)
+        where = _span_token_indices(encodings[k].offsets, encodings[k].special_tokens_mask, start, end)
         if len(where) == 0:
             raise UserError(f"characters {start}-{end} of {text[:60]!r} cover no token")
         positions.append(where)
