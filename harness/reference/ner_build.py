@@ -184,8 +184,9 @@ def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = N
                    "source": "faker en_US person names (seeded) in news-style templates; see ner_data.py"},
         "trained_on": "in_train names",
         "task_settings": config.task_settings(),
-        "training_text": f"{len(sentences)} sentences: each in-train name in {config.mentions_per_name} "
-                         "template sentences, plus one entity-free sentence per name",
+        "training_text": f"{len(sentences)} sentences: each of the {len(names.in_train)} in-train names in "
+                         f"{config.mentions_per_name} template sentences, each of the {len(names.background)} "
+                         "background names in one, and one entity-free sentence per name",
         "n_training_tokens": sum(len(ids) for ids, _ in rows),
         "members": list(names.in_train),
         "non_members": list(names.out_train),
