@@ -114,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
     rb.add_argument("--force", action="store_true", help="rebuild even when already built")
 
+    pr = commands.add_parser("prune", help="save a sparse variant of a checkpoint: global L1 unstructured pruning "
+                                           "of all linear weights")
+    pr.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
+    pr.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    pr.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
+    pr.add_argument("--sparsity", type=float, required=True, help="share of the linear weights set to zero, in (0, 1)")
+    pr.add_argument("--output", type=Path, required=True, help="new folder for the pruned checkpoint")
+    pr.add_argument("--trust-remote-code", action="store_true")
+    pr.add_argument("--allow-pickle", action="store_true")
+
     run = commands.add_parser("run", help="build the reference checkpoints, evaluate all tasks on them, "
                                           "write submissions and the leaderboard")
     run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
@@ -195,6 +205,21 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    import json
+
+    from harness.models import ModelKind, ModelSpec
+    from harness.prune import prune_checkpoint
+
+    spec = ModelSpec(model=args.model, revision=args.revision,
+                     kind=ModelKind(args.model_kind) if args.model_kind else None,
+                     trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle)
+    record = prune_checkpoint(spec, args.sparsity, args.output)
+    print(json.dumps(record, indent=1), file=sys.stderr)
+    print(args.output)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.reference.workflow import run_reference_job
 
@@ -205,7 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"evaluate": cmd_evaluate, "tasks": cmd_tasks, "validate": cmd_validate,
-            "leaderboard": cmd_leaderboard, "reference": cmd_reference, "run": cmd_run}
+            "leaderboard": cmd_leaderboard, "reference": cmd_reference, "prune": cmd_prune, "run": cmd_run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -250,5 +250,6 @@ def load(spec: ModelSpec) -> LoadedModel:
         identity=identity, identity_kind=identity_kind, device=device,
         dtype=str(torch_dtype).removeprefix("torch."), context_length=context_length(model.config),
         info={"architectures": config.get("architectures"), "model_type": config.get("model_type"),
-              "weight_files": [p.name for p in files]},
+              "weight_files": [p.name for p in files],
+              **({"pruning": config["membench_pruning"]} if "membench_pruning" in config else {})},
     )

@@ -18,6 +18,7 @@ class BoardEntry:
     model_kind: str
     entry: TaskEntry
     runs: int
+    sparsity: float | None = None  # share of zero linear weights of a pruned model (`membench prune`)
 
 
 def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
@@ -41,5 +42,7 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     board = []
     for (identity, _, _), candidates in runs.items():
         _, _, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
-        board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates)))
+        pruning = results.model.details.get("pruning") or {}
+        board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
+                                pruning.get("linear_weight_sparsity")))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

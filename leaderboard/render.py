@@ -49,11 +49,14 @@ def overview_table(board: list[BoardEntry]) -> str:
     for task in tasks:
         heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
         headers[task] = f"{task}: {escape(heads[0].label)} {ARROWS[heads[0].better]}" if heads else task
-    models = sorted({(b.model_name, b.model_identity, b.model_kind) for b in board})
+    models = sorted({(b.model_name, b.model_identity, b.model_kind, b.sparsity) for b in board},
+                    key=lambda m: m[:3])
     cells = {(b.model_identity, b.model_name, b.entry.name): headline_value(b) for b in board}
-    rows = [[model_label(name, identity), escape(kind)] + [cells.get((identity, name, t), "") for t in tasks]
-            for name, identity, kind in models]
-    return tabulate(rows, headers=["model", "kind"] + [headers[t] for t in tasks], tablefmt="github", disable_numparse=True)
+    pruned = any(sparsity is not None for *_, sparsity in models)  # the column appears with the first pruned model
+    rows = [[model_label(name, identity), escape(kind)] + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
+            + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]
+    headers_row = ["model", "kind"] + (["sparsity"] if pruned else []) + [headers[t] for t in tasks]
+    return tabulate(rows, headers=headers_row, tablefmt="github", disable_numparse=True)
 
 
 def task_table(task: str, board: list[BoardEntry]) -> str:
