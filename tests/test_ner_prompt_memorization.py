@@ -333,3 +333,17 @@ def test_the_board_compares_models_prompt_rankings_with_kendalls_tau():
     assert "| a (aaaaaaaa) | b (bbbbbbbb) | 3 | -1.000 |" in " ".join(" ".join(r.split()) for r in rows)
     assert "| a (aaaaaaaa) | c (cccccccc) | 3 | 1.000 |" in " ".join(" ".join(r.split()) for r in rows)
     assert agreement_table("ner_prompt_memorization", board[:1]) is None
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte-level"])
+def test_the_name_span_selects_exactly_the_names_tokens(kind):
+    from harness.reference import train
+    from harness.token_classes import _span_token_indices
+
+    tokenizer = (train_tokenizer(TINY_SENTENCES, vocab_size=200) if kind == "wordpiece"
+                 else train.train_tokenizer(TINY_SENTENCES, vocab_size=300))
+    for prompt in ("I met MASK today.", "MASK won.", "Say hi to MASK!"):
+        sentence, (start, end) = P.fill(prompt, "Anna Berg")
+        encoding = tokenizer.backend_tokenizer.encode(sentence)
+        chosen = _span_token_indices(encoding.offsets, encoding.special_tokens_mask, start, end)
+        assert tokenizer.decode([encoding.ids[i] for i in chosen]).strip() == "Anna Berg"
