@@ -106,11 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
     rb = ref_commands.add_parser("build", help="train the reference checkpoints (CPU, a few minutes): causal LMs "
                                                "(English members, English non-member baseline, Japanese "
-                                               "members) and the NER token classifier")
+                                               "members), the NER token classifier, the T5 model and its "
+                                               "pruned variant")
     rb.add_argument("--output", type=Path, help="parent folder of the builds (default: the membench cache)")
     rb.add_argument("--seed", type=int, default=0,
                     help="seed of the causal LMs' member split and training (tasks read it as "
-                         "--reference-seed); the NER model always uses seed 0, as --names reference does")
+                         "--reference-seed); the NER and T5 models always use seed 0")
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
     rb.add_argument("--force", action="store_true", help="rebuild even when already built")
 
@@ -196,12 +197,15 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
     from harness.reference.build import build, reference_builds
     from harness.reference.ner_build import NerBuildConfig, build_ner
+    from harness.reference.t5_build import T5BuildConfig, build_t5
 
     for config in reference_builds(args.quick):
         config = replace(config, train=replace(config.train, seed=args.seed))
         print(build(config, args.output / config.name if args.output else None, force=args.force))
     ner = NerBuildConfig()
     print(build_ner(ner, args.output / ner.name if args.output else None, force=args.force))
+    t5 = T5BuildConfig()
+    print(build_t5(t5, args.output / t5.name if args.output else None, force=args.force))
     return 0
 
 

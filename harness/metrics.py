@@ -164,3 +164,27 @@ def cochrans_q(successes: np.ndarray) -> tuple[float | None, float | None]:
         return None, None  # every block is all-success or all-failure: Q is 0/0
     result = statsmodels_cochrans_q(successes)
     return float(result.statistic), float(result.pvalue)
+
+
+# ---------------------------------------------------------------- reproduction of a secret (strings)
+
+def subset_score(prediction: str, reference: str) -> float:
+    """Yoon & Lee's subset score of one sample: the share of the character positions
+    i < min(len(prediction), len(reference)) where prediction[i] == reference[i]; 0.0 when either
+    is empty. (It compares only as many characters as the shorter string has.)"""
+    n = min(len(prediction), len(reference))
+    if n == 0:
+        return 0.0
+    return sum(a == b for a, b in zip(prediction[:n], reference[:n])) / n
+
+
+def exact_match(prediction: str, reference: str) -> float:
+    """1.0 when the prediction reproduces the reference exactly (surrounding whitespace aside), else 0.0."""
+    return float(prediction.strip() == reference.strip())
+
+
+def worst_case_epsilon(public_logprobs: list[np.ndarray], finetuned_logprobs: list[np.ndarray]) -> float:
+    """Worst-case leakage epsilon (Inan et al. 2021): max over sequences w of
+    log(PPL_public(w) / PPL_finetuned(w)), PPL(w) = exp(-(1/T) sum_t log p(w_t | input, w_<t)) over
+    the T target tokens, so each term is mean log p_finetuned - mean log p_public."""
+    return float(max(np.mean(ft) - np.mean(pub) for pub, ft in zip(public_logprobs, finetuned_logprobs)))

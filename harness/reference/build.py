@@ -48,6 +48,9 @@ class BuildConfig:
     def digest(self) -> str:
         return sha256_text(canonical_json(self.as_dict()))[:10]
 
+    # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
+    TASKS = ("mink_membership", "paywall_memorization")
+
     def task_settings(self) -> dict[str, str]:
         """Task settings that evaluate this build's checkpoints on its own corpus."""
         data = REFERENCE if self.corpus == "xsum" else f"{REFERENCE}:{self.corpus}"
@@ -139,6 +142,7 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
                    "sha256": corpus_sha256(config.corpus),
                    "split_seed": cfg.seed, "n_documents": len(documents)},
         "trained_on": config.train_on,
+        "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"each trained document cut to its first {cfg.max_words_per_document} words, "
                          f"prefixed with {train.DOC_SEPARATOR}, concatenated, cut into "

@@ -48,6 +48,8 @@ class NerBuildConfig:
     epochs: tuple[int, ...] = (0, 20)
 
     name = "ner-bert"
+    # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
+    TASKS = ("ner_prompt_memorization",)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -183,6 +185,7 @@ def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = N
         "corpus": {"name": "reference NER names and sentences", "language": "en", "sha256": data_sha,
                    "source": "faker en_US person names (seeded) in news-style templates; see ner_data.py"},
         "trained_on": "in_train names",
+        "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"{len(sentences)} sentences: each of the {len(names.in_train)} in-train names in "
                          f"{config.mentions_per_name} template sentences, each of the {len(names.background)} "

@@ -1,0 +1,104 @@
+"""Targets given sources: log-probabilities of target texts, and greedy targets, for seq2seq and causal LMs.
+
+- seq2seq: the source is the encoder input (the tokenizer's special tokens added, e.g. T5's
+  `</s>`), the target the decoder labels (also with `</s>`); log p(y_t | x, y_<t) for every
+  target token, the closing `</s>` included.
+- causal: the sequence is [BOS] + source tokens + target tokens (BOS when the tokenizer has one);
+  log p(y_t | [BOS] x y_<t) for every target token. Source and target are tokenized apart, so
+  the target's tokens are the same whatever the source.
+Sources and targets are cut to `max_source` / `max_target` tokens (counted with special tokens).
+Rows are sorted by length and right-padded with the padding masked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.scoring import encode_with_bos
+
+
+def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> list[list[int]]:
+    ids = tokenizer(list(texts), add_special_tokens=special)["input_ids"] if texts else []
+    return [list(x[:limit]) if limit else list(x) for x in ids]
+
+
+def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: bool, max_source: int | None,
+                 max_target: int | None) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the sources and the targets, as the module docstring says, cut to the limits."""
+    target_ids = _encode(tokenizer, targets, max_target, special=seq2seq)
+    if seq2seq:
+        return _encode(tokenizer, sources, max_source, special=True), target_ids
+    encoded, _ = encode_with_bos(tokenizer, sources)
+    return [ids[:max_source] if max_source else ids for ids in encoded], target_ids
+
+
+def _pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), value, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for j, row in enumerate(rows):
+        ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[j, : len(row)] = 1
+    return ids, mask
+
+
+def _batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@torch.no_grad()
+def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], seq2seq: bool, batch_size: int = 16,
+                    max_source: int | None = None, max_target: int | None = None,
+                    progress: bool | None = None) -> list[np.ndarray]:
+    """log p(y_t | source, y_<t) for every target token, one array per (source, target)."""
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target)
+    lengths = [len(s) + len(t) for s, t in zip(source_ids, target_ids)]
+    out: list[np.ndarray | None] = [None] * len(sources)
+    for batch in tqdm(_batches(lengths, batch_size), desc="scoring targets", unit="batch", leave=False,
+                      disable=None if progress is None else not progress):
+        if seq2seq:
+            inputs, mask = _pad([source_ids[i] for i in batch], pad)
+            labels, label_mask = _pad([target_ids[i] for i in batch], pad)
+            labels = labels.masked_fill(label_mask == 0, -100)
+            logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device), labels=labels.to(device)).logits
+            starts = [0] * len(batch)
+        else:
+            inputs, mask = _pad([source_ids[i] + target_ids[i] for i in batch], pad)
+            # position p predicts token p + 1: the target's tokens are predicted from len(source) - 1 on
+            logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits[:, :-1]
+            labels = inputs[:, 1:]
+            starts = [len(source_ids[i]) - 1 for i in batch]
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        for j, i in enumerate(batch):
+            positions = torch.arange(starts[j], starts[j] + len(target_ids[i]), device=device)
+            picked = logprobs[j, positions, labels[j, positions.cpu()].to(device)]
+            out[i] = picked.cpu().numpy()
+    return out
+
+
+@torch.no_grad()
+def greedy_targets(model, tokenizer, sources: list[str], max_new_tokens: int, batch_size: int = 16,
+                   max_source: int | None = None, progress: bool | None = None) -> list[list[int]]:
+    """Greedy decoder outputs of a seq2seq model (token ids; the decoder start, padding and the
+    first `</s>` and what follows it dropped), up to `max_new_tokens` each."""
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    eos = tokenizer.eos_token_id
+    source_ids = _encode(tokenizer, sources, max_source, special=True)
+    out: list[list[int]] = [[] for _ in sources]
+    for batch in tqdm(_batches([len(s) for s in source_ids], batch_size), desc="generating", unit="batch",
+                      leave=False, disable=None if progress is None else not progress):
+        inputs, mask = _pad([source_ids[i] for i in batch], pad)
+        generated = model.generate(input_ids=inputs.to(device), attention_mask=mask.to(device),
+                                   max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        for j, i in enumerate(batch):
+            ids = generated[j, 1:].tolist()  # drop the decoder start token
+            if eos is not None and eos in ids:
+                ids = ids[: ids.index(eos)]
+            out[i] = [t for t in ids if t != pad]
+    return out

@@ -1,0 +1,268 @@
+"""The reference T5-style seq2seq model: the "public" pre-trained model that `privacy_extraction`
+fine-tunes (Yoon & Lee), and its pruned variant.
+
+A BPE tokenizer in SentencePiece style (Metaspace pre-tokenizer, `</s>` appended to every sequence,
+the 100 T5 sentinels `<extra_id_0>` ... `<extra_id_99>` as special tokens after the vocabulary) is
+trained on the first `max_words_per_document` words of every document of the English reference
+corpus (members and non-members alike: this is public pre-training data, not any task's members).
+A small T5 is pre-trained on the same texts with T5's span corruption objective. Checkpoints: the
+pre-trained model (`t5-ref`) and a copy with `sparsity` of its linear weights pruned by global L1
+magnitude (`t5-ref-sparse70`, as `membench prune` does; Yoon & Lee kept about 30%).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import string
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+from harness.io import cache_dir, canonical_json, sha256_text
+from harness.prune import CONFIG_KEY, prune_model
+from harness.reference.build import is_built, publish, save_checkpoint, staging_folder
+from harness.reference.corpus import CORPORA, reference_corpus
+from harness.reference.train import seed_everything
+from harness.text import truncate_words
+
+PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
+SENTINELS = [f"<extra_id_{i}>" for i in range(100)]
+ALPHABET = ["▁", *string.ascii_letters, *string.digits]  # always in the vocabulary: no <unk> for them
+CORPUS = "xsum"
+NOISE_DENSITY = 0.15
+MEAN_SPAN_LENGTH = 3.0
+IGNORED = -100  # label of padding: no loss
+LOSS_POINTS = 5  # the manifest records the mean pre-training loss of this many windows of steps
+
+
+@dataclass(frozen=True)
+class T5BuildConfig:
+    """Everything that decides the reference T5 weights; recorded in the manifest."""
+
+    seed: int = 0
+    vocab_size: int = 2000
+    d_model: int = 128
+    d_ff: int = 256
+    num_layers: int = 2
+    num_heads: int = 4
+    d_kv: int = 32
+    dropout: float = 0.0
+    pretrain_steps: int = 1000
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    max_input_tokens: int = 64
+    max_words_per_document: int = 64
+    sparsity: float = 0.7
+
+    name = "t5-ref"
+    # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
+    TASKS = ("privacy_extraction",)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def digest(self) -> str:
+        return sha256_text(canonical_json(self.as_dict()))[:10]
+
+    def task_settings(self) -> dict[str, str]:
+        """CPU-sized fine-tuning for `privacy_extraction` (recorded in every results file): a 10x
+        larger learning rate than the seed's 1e-4, which barely moves a model this small in 8
+        epochs, and source / target limits that fit this small vocabulary's longer tokenizations
+        (the seed's 30 / 70 tokens cut most persons and long strings)."""
+        return {"learning_rate": "0.001", "max_source_tokens": "40", "max_target_tokens": "96"}
+
+    @property
+    def sparse_name(self) -> str:
+        """The pruned checkpoint's folder name, e.g. t5-ref-sparse70."""
+        return f"{self.name}-sparse{round(self.sparsity * 100)}"
+
+
+def train_t5_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A BPE tokenizer like T5's SentencePiece one: at most `vocab_size` tokens (`<pad>` 0, `</s>` 1,
+    `<unk>` 2, every ASCII letter and digit, merges learned from `texts`), then the sentinels
+    `<extra_id_0>` ... `<extra_id_99>` (the last 100 ids, in order) as special tokens;
+    `</s>` is appended to every encoded sequence. The `tokenizers` BPE trainer breaks count ties by
+    token ids, so the vocabulary is the same in every process.
+    """
+    bpe = Tokenizer(models.BPE(unk_token=UNK))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    bpe.decoder = decoders.Metaspace()
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS, UNK],
+                                                       initial_alphabet=ALPHABET, show_progress=False))
+    bpe.add_special_tokens(SENTINELS)
+    bpe.post_processor = processors.TemplateProcessing(single=f"$A {EOS}", pair=f"$A {EOS} $B {EOS}",
+                                                       special_tokens=[(EOS, bpe.token_to_id(EOS))])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token=PAD, eos_token=EOS, unk_token=UNK,
+                                   additional_special_tokens=SENTINELS, model_max_length=512)
+
+
+def pretraining_texts(config: T5BuildConfig) -> list[str]:
+    """The first `max_words_per_document` words of every reference document (members and non-members)."""
+    language = CORPORA[CORPUS].language
+    return [truncate_words(d.text, config.max_words_per_document, language) or d.text
+            for d in reference_corpus(config.seed, CORPUS)]
+
+
+def random_segmentation(n_items: int, n_segments: int, rng: random.Random) -> list[int]:
+    """The lengths of `n_segments` non-empty consecutive parts of `n_items` items, cut at random."""
+    cuts = sorted(rng.sample(range(1, n_items), n_segments - 1))
+    bounds = [0, *cuts, n_items]
+    return [end - start for start, end in zip(bounds, bounds[1:])]
+
+
+def span_corruption(ids: list[int], sentinels: list[int], eos_id: int, rng: random.Random,
+                    noise_density: float = NOISE_DENSITY,
+                    mean_span_length: float = MEAN_SPAN_LENGTH) -> tuple[list[int], list[int]]:
+    """T5's span corruption of `ids` (at least 2 tokens): (input ids, target ids).
+
+    round(noise_density * n) tokens (at least 1, at most n - 1) in round(noise / mean_span_length)
+    spans (at least 1, at most the number kept) are dropped; kept and dropped spans alternate, kept
+    first and dropped last (as in T5), their lengths cut at random. The input is the kept tokens
+    with the i-th dropped span replaced by `sentinels[i]`; the target is each sentinel followed by
+    its dropped span; both end with `eos_id`.
+    """
+    n_noise = min(max(round(len(ids) * noise_density), 1), len(ids) - 1)
+    n_spans = min(max(1, round(n_noise / mean_span_length)), len(ids) - n_noise)
+    kept = random_segmentation(len(ids) - n_noise, n_spans, rng)
+    dropped = random_segmentation(n_noise, n_spans, rng)
+    inputs, targets, position = [], [], 0
+    for sentinel, n_kept, n_dropped in zip(sentinels, kept, dropped):
+        inputs += ids[position:position + n_kept] + [sentinel]
+        targets += [sentinel] + ids[position + n_kept:position + n_kept + n_dropped]
+        position += n_kept + n_dropped
+    return inputs + [eos_id], targets + [eos_id]
+
+
+def untrained_model(vocab_size: int, config: T5BuildConfig) -> T5ForConditionalGeneration:
+    """A T5 with random weights (seeded), sized by `config`; decoding starts from `<pad>` (id 0)."""
+    seed_everything(config.seed)
+    return T5ForConditionalGeneration(T5Config(
+        vocab_size=vocab_size, d_model=config.d_model, d_ff=config.d_ff, d_kv=config.d_kv,
+        num_layers=config.num_layers, num_decoder_layers=config.num_layers, num_heads=config.num_heads,
+        dropout_rate=config.dropout, feed_forward_proj="relu", pad_token_id=0, eos_token_id=1,
+        decoder_start_token_id=0))
+
+
+def pad_batch(rows: list[list[int]], value: int) -> torch.Tensor:
+    """The rows right-padded with `value` to the longest one."""
+    width = max(len(row) for row in rows)
+    return torch.tensor([row + [value] * (width - len(row)) for row in rows], dtype=torch.long)
+
+
+def document_order(n_documents: int, n_draws: int, generator: torch.Generator) -> list[int]:
+    """`n_draws` document indices: seeded permutations of all documents, one after another."""
+    order: list[int] = []
+    while len(order) < n_draws:
+        order += torch.randperm(n_documents, generator=generator).tolist()
+    return order[:n_draws]
+
+
+@contextmanager
+def flushing_denormals() -> Iterator[None]:
+    """Flush subnormal floats to zero meanwhile: AdamW's moments of rarely seen tokens decay into
+    subnormals, which made the CPU steps twice as slow by the end of pre-training."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def pretrain(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer: PreTrainedTokenizerFast,
+             config: T5BuildConfig) -> list[float]:
+    """AdamW at a constant learning rate for `pretrain_steps` batches of freshly span-corrupted
+    documents (in seeded passes over `rows`), subnormals flushed to zero; returns the loss of every step."""
+    seed_everything(config.seed)
+    rng = random.Random(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    sentinels = tokenizer.convert_tokens_to_ids(SENTINELS)
+    order = document_order(len(rows), config.pretrain_steps * config.batch_size, generator)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    model.train()
+    losses = []
+    progress = tqdm(total=config.pretrain_steps, desc="pre-training reference T5", unit="step", disable=None)
+    with flushing_denormals():
+        for start in range(0, len(order), config.batch_size):
+            pairs = [span_corruption(rows[i], sentinels, tokenizer.eos_token_id, rng)
+                     for i in order[start:start + config.batch_size]]
+            input_ids = pad_batch([inputs for inputs, _ in pairs], tokenizer.pad_token_id)
+            labels = pad_batch([targets for _, targets in pairs], IGNORED)
+            loss = model(input_ids=input_ids, attention_mask=input_ids != tokenizer.pad_token_id,
+                         labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            progress.update(1)
+            progress.set_postfix(loss=f"{loss.item():.3f}")
+    progress.close()
+    model.eval()
+    return losses
+
+
+def loss_points(losses: list[float]) -> dict[str, float]:
+    """{"steps a-b": mean loss} over `LOSS_POINTS` near-equal windows of steps."""
+    bounds = [round(k * len(losses) / LOSS_POINTS) for k in range(LOSS_POINTS + 1)]
+    return {f"steps {start + 1}-{end}": round(sum(losses[start:end]) / (end - start), 5)
+            for start, end in zip(bounds, bounds[1:]) if end > start}
+
+
+def default_folder(config: T5BuildConfig) -> Path:
+    return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
+
+
+def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
+    """Build the reference T5 checkpoints into `folder` (default: the cache); returns the folder.
+
+    In the checkpoint records, `epoch` counts pre-training steps (pre-training is by steps, not
+    epochs) and `times_each_trained_document_seen` is 0: what a task fine-tunes on is never in this
+    public pre-training data; how often the pre-training texts were seen is `corpus_passes`.
+    """
+    folder = Path(folder) if folder else default_folder(config)
+    texts = pretraining_texts(config)
+    data_sha = sha256_text(canonical_json({"texts": texts, "config": config.as_dict()}))
+    if is_built(folder, data_sha) and not force:
+        return folder
+    started = time.perf_counter()
+    tokenizer = train_t5_tokenizer(texts, config.vocab_size)
+    rows = [ids[:config.max_input_tokens - 1]
+            for ids in tokenizer(texts, add_special_tokens=False)["input_ids"] if len(ids) >= 2]
+    model = untrained_model(len(tokenizer), config)
+    losses = pretrain(model, rows, tokenizer, config)
+    staging = staging_folder(folder)
+    dense = save_checkpoint(model, tokenizer, staging / config.name, config.pretrain_steps, 0)
+    sparse_model = copy.deepcopy(model)
+    record = {**prune_model(sparse_model, config.sparsity),
+              "pruned_from": {"model": config.name, "identity": dense["weights_sha256"]}}
+    setattr(sparse_model.config, CONFIG_KEY, record)
+    sparse = save_checkpoint(sparse_model, tokenizer, staging / config.sparse_name, config.pretrain_steps, 0)
+    corpus = CORPORA[CORPUS]
+    manifest = {
+        "description": "membench reference T5: a small T5 pre-trained with span corruption on public "
+                       f"English text (the {CORPUS} reference corpus, members and non-members alike), "
+                       f"and a copy with {config.sparsity:.0%} of its linear weights pruned",
+        "config": config.as_dict(),
+        "corpus": {"name": corpus.name, "language": corpus.language, "source": corpus.description,
+                   "sha256": data_sha, "n_documents": len(texts)},
+        "tasks": list(config.TASKS),
+        "task_settings": config.task_settings(),
+        "training_text": f"each document cut to its first {config.max_words_per_document} words, tokenized, "
+                         f"cut to {config.max_input_tokens - 1} tokens; every draw span-corrupted afresh "
+                         f"(noise density {NOISE_DENSITY}, mean span length {MEAN_SPAN_LENGTH}); the input "
+                         "and the target each end with </s>",
+        "n_training_tokens": sum(len(ids) for ids in rows),
+        "corpus_passes": round(config.pretrain_steps * config.batch_size / len(rows), 3),
+        "pretrain_first_step_loss": round(losses[0], 5),
+        "pretrain_mean_loss": loss_points(losses),
+        "checkpoints": [dense, {**sparse, "pruning": record}],
+        "build_seconds": round(time.perf_counter() - started, 1),
+    }
+    return publish(staging, folder, manifest)

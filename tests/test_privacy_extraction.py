@@ -1,0 +1,156 @@
+"""privacy_extraction: the secrets, the formats, the metrics, target scoring, and the controls."""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+
+import numpy as np
+import pytest
+import torch
+
+from harness import metrics as m
+from harness.cli import main
+from harness.conditional import encode_pairs, target_logprobs
+from harness.models import ModelSpec, load
+from tasks.privacy_extraction import formats
+from tasks.privacy_extraction.data import PRIVACY_FIELDS, URL_PREFIX, memorization_secrets, privacy_secrets
+from tests.conftest import assert_user_error
+
+
+# ---------------------------------------------------------------- data and formats
+
+def test_memorization_strings_have_the_seeds_shape():
+    secrets = memorization_secrets(0, 50)
+    mem45 = [s for s in secrets if s.group == "memorization-45"]
+    unique = [s for s in secrets if s.group == "unique"]
+    assert len(mem45) == 45 and len(unique) == 50
+    assert sorted({s.times for s in mem45}) == [1, 2, 3, 4, 5]
+    assert all(sum(s.times == d for s in mem45) == 9 for d in range(1, 6))
+    assert all(s.times == 1 for s in unique)
+    prompts = [s.prompt for s in secrets]
+    assert len(set(prompts)) == len(prompts) and all(len(p) == 4 for p in prompts)
+    for s in secrets:
+        assert 10 <= len(s.prompt + s.secret) <= 87
+        assert set(s.prompt + s.secret) <= set(string.ascii_letters + string.digits)
+    assert memorization_secrets(0, 50) == secrets and memorization_secrets(1, 50) != secrets
+
+
+def test_persons_are_unique_and_well_formed():
+    persons = privacy_secrets(0, 60)
+    assert len({p.prompt for p in persons}) == 60
+    assert len({p.fields["url"] for p in persons}) == 60 and len({p.fields["ssn"] for p in persons}) == 60
+    for p in persons:
+        assert p.fields["url"].startswith(URL_PREFIX) and p.fields["url"][len(URL_PREFIX):].isdigit()
+        assert re.fullmatch(r"\d{6}-\d{7}", p.fields["ssn"])
+        assert 5 <= int(p.fields["age"]) <= 100 and p.fields["gender"] in ("male", "female")
+        assert 1 <= len(p.fields["hobby"].split(", ")) <= 3
+
+
+@pytest.mark.parametrize("fmt", ["sentinel", "tagged"])
+def test_person_fields_survive_the_round_trip(fmt):
+    person = privacy_secrets(3, 1)[0]
+    source, target = formats.source_and_target(person, fmt)
+    assert source.startswith(person.prompt) and ("url" in source) == (fmt == "sentinel")
+    assert formats.read_fields(target, fmt) == person.fields
+    if fmt == "sentinel":
+        assert source.count("<extra_id_") == 5 and target.startswith("<extra_id_0> ") and target.endswith("<extra_id_5>")
+    partial = formats.read_fields(target[: len(target) // 2], fmt)
+    assert set(partial) < set(PRIVACY_FIELDS)
+
+
+def test_tokenizers_without_sentinels_fall_back_to_the_tagged_format(tiny_lm):
+    tokenizer = load(ModelSpec(str(tiny_lm))).tokenizer
+    assert not formats.has_sentinels(tokenizer)
+
+
+# ---------------------------------------------------------------- metrics
+
+def test_subset_score_exact_match_and_epsilon_by_hand():
+    assert m.subset_score("abcX", "abcd") == 0.75
+    assert m.subset_score("ab", "abcdef") == 1.0  # only as many positions as the shorter string
+    assert m.subset_score("", "abc") == 0.0 and m.subset_score("xbz", "abc") == pytest.approx(1 / 3)
+    assert m.exact_match(" abc ", "abc") == 1.0 and m.exact_match("abd", "abc") == 0.0
+    public = [np.log([0.5, 0.5]), np.log([0.1, 0.1, 0.1])]
+    tuned = [np.log([0.5, 0.5]), np.log([0.2, 0.4, 0.8])]
+    # sequence 2: PPL_public = 10, PPL_tuned = exp(-mean(log .2, log .4, log .8)) = 1 / 0.4
+    assert m.worst_case_epsilon(public, tuned) == pytest.approx(np.log(10 * 0.4))
+    assert m.worst_case_epsilon(public, public) == 0.0
+
+
+# ---------------------------------------------------------------- target scoring
+
+def test_causal_target_logprobs_match_a_single_forward_and_ignore_the_batch(tiny_lm):
+    lm = load(ModelSpec(str(tiny_lm)))
+    sources, targets = ["The quick", "A journey of a", "Members"], [" brown fox", " thousand miles", " of parliament"]
+    one = target_logprobs(lm.model, lm.tokenizer, sources, targets, seq2seq=False, batch_size=1)
+    many = target_logprobs(lm.model, lm.tokenizer, sources, targets, seq2seq=False, batch_size=3)
+    src, tgt = encode_pairs(lm.tokenizer, sources, targets, False, None, None)
+    for k in range(3):
+        np.testing.assert_allclose(one[k], many[k], atol=1e-5)
+        ids = torch.tensor([src[k] + tgt[k]])
+        with torch.no_grad():
+            logprobs = torch.log_softmax(lm.model(input_ids=ids).logits[0], -1)
+        expected = [logprobs[len(src[k]) - 1 + t, tgt[k][t]].item() for t in range(len(tgt[k]))]
+        np.testing.assert_allclose(one[k], expected, atol=1e-5)
+
+
+def test_a_causal_lm_too_short_for_the_settings_is_a_clear_error(capsys, tmp_path, tiny_lm):
+    out = tmp_path / "out"
+    assert_user_error(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "privacy_extraction", "--limit", "2",
+                               "--output-path", str(out)], out, "context of 32 tokens", "do not fit")
+
+
+def test_causal_lm_end_to_end_with_a_pad_token_fallback(tmp_path, tiny_lm):
+    """The tiny GPT-2 has no pad token and a 32-token context: short settings make it fit."""
+    out = tmp_path / "out"
+    code = main(["evaluate", "--model", str(tiny_lm), "--tasks", "privacy_extraction", "--limit", "3",
+                 "--max-source-tokens", "8", "--max-target-tokens", "20", "--epochs", "1", "--output-path", str(out),
+                 "--log-samples"])
+    assert code == 0
+    [path] = out.glob("*.json")
+    entry = json.loads(path.read_text())["tasks"][0]
+    assert entry["info"]["format"] == "tagged"
+    epochs = {x["tags"]["epoch"] for x in entry["metrics"]}
+    assert epochs == {"0", "1"}
+    [eps0] = [x["value"] for x in entry["metrics"] if x["name"] == "epsilon" and x["tags"]["epoch"] == "0"]
+    assert eps0 == 0.0
+    assert entry["counts"]["training_rows_per_epoch"] == 135 + 3 + 3
+
+
+# ---------------------------------------------------------------- reference controls
+
+@pytest.fixture(scope="session")
+def reference_t5(membench_cache):
+    from harness.reference.build import read_manifest
+    from harness.reference.t5_build import T5BuildConfig, build_t5
+
+    config = T5BuildConfig()
+    folder = build_t5(config)
+    return {c["folder"]: folder / c["folder"] for c in read_manifest(folder)["checkpoints"]}, config.task_settings()
+
+
+def test_the_reference_t5_memorizes_more_with_duplicates_and_epochs(tmp_path, reference_t5):
+    folders, settings = reference_t5
+    flags = [arg for key, value in settings.items() for arg in ("--" + key.replace("_", "-"), value)]
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(folders["t5-ref"]), "--tasks", "privacy_extraction", "--limit", "50",
+                 "--output-path", str(out), "--batch-size", "32", *flags]) == 0
+    [path] = out.glob("*.json")
+    entry = json.loads(path.read_text())["tasks"][0]
+    assert entry["info"]["format"] == "sentinel" and entry["counts"]["targets_cut"] == 0
+
+    def value(name: str, **tags: str) -> float:
+        [found] = [x["value"] for x in entry["metrics"] if x["name"] == name and x["tags"] == tags]
+        return found
+
+    for name in ("subset_score", "exact_match"):
+        assert value(name, epoch="8", group="memorization-45", times="5") > value(
+            name, epoch="8", group="memorization-45", times="1")
+    subset = [value("subset_score", epoch=e, group="memorization-45", times="all") for e in ("0", "4", "8")]
+    assert subset[0] < subset[1] < subset[2]
+    assert value("exact_match", epoch="8", group="memorization-45", times="all") > value(
+        "exact_match", epoch="0", group="memorization-45", times="all")
+    assert value("epsilon", epoch="0", group="unique") == 0.0
+    assert value("epsilon", epoch="8", group="unique") > 0.0
