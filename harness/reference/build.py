@@ -30,8 +30,24 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 
 
+class Recipe:
+    """What every reference build's config (a frozen dataclass) shares: its settings as a dict, a
+    digest of them, and the cache folder named after both."""
+
+    name: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def digest(self) -> str:
+        return sha256_text(canonical_json(self.as_dict()))[:10]
+
+    def default_folder(self) -> Path:
+        return cache_dir() / "reference" / f"{self.name}-{self.digest()}"
+
+
 @dataclass(frozen=True)
-class BuildConfig:
+class BuildConfig(Recipe):
     """One reference build: which corpus, trained on which half, with which settings."""
 
     corpus: str = "xsum"
@@ -41,12 +57,6 @@ class BuildConfig:
     @property
     def name(self) -> str:
         return f"{self.corpus}-gpt2" + ("-nonmembers" if self.train_on == "non_members" else "")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def digest(self) -> str:
-        return sha256_text(canonical_json(self.as_dict()))[:10]
 
     # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
     TASKS = ("mink_membership", "paywall_memorization")
@@ -78,10 +88,6 @@ def quick_config() -> BuildConfig:
     return reference_builds(quick=True)[0]
 
 
-def default_folder(config: BuildConfig) -> Path:
-    return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
-
-
 def is_built(folder: Path, data_sha256: str) -> bool:
     """True when `folder` holds every checkpoint of a build from the training data as it is now
     (the manifest's `corpus.sha256`)."""
@@ -106,7 +112,7 @@ def checkpoint_folders(folder: Path) -> list[Path]:
 
 def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference checkpoints into `folder` (default: the cache); returns the folder."""
-    folder = Path(folder) if folder else default_folder(config)
+    folder = Path(folder) if folder else config.default_folder()
     if is_built(folder, corpus_sha256(config.corpus)) and not force:
         log.info("reference checkpoints already built in %s", folder)
         return folder

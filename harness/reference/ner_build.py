@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tokenizers import BertWordPieceTokenizer, pre_tokenizers
-from tqdm.auto import tqdm
 from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast
 
-from harness.io import cache_dir, canonical_json, sha256_text
 from harness.reference import ner_data
-from harness.reference.build import is_built, publish, save_checkpoint, staging_folder
-from harness.reference.train import seed_everything
+from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
+from harness.reference.train import seed_everything, train_epochs
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 IGNORED = -100  # label of padding: no loss
 
 
 @dataclass(frozen=True)
-class NerBuildConfig:
+class NerBuildConfig(Recipe):
     """Everything that decides the reference NER weights; recorded in the manifest."""
 
     seed: int = 0
@@ -50,12 +48,6 @@ class NerBuildConfig:
     name = "ner-bert"
     # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
     TASKS = ("ner_prompt_memorization",)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def digest(self) -> str:
-        return sha256_text(canonical_json(self.as_dict()))[:10]
 
     def names(self) -> ner_data.ReferenceNames:
         return ner_data.reference_names(self.seed, self.names_per_list)
@@ -117,44 +109,26 @@ def encode(tokenizer, sentences: list[list[tuple[str, str]]]) -> list[tuple[list
 
 def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, config: NerBuildConfig,
           on_epoch_end) -> None:
-    """AdamW at a constant learning rate over seeded shuffles of the sentences, padded per batch."""
-    seed_everything(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
-    model.train()
-    n_epochs = max(config.epochs)
-    steps = -(-len(rows) // config.batch_size)
-    progress = tqdm(total=n_epochs * steps, desc="training reference NER model", unit="step", disable=None)
-    for epoch in range(1, n_epochs + 1):
-        order = torch.randperm(len(rows), generator=generator).tolist()
-        total = 0.0
-        for start in range(0, len(rows), config.batch_size):
-            batch = [rows[i] for i in order[start:start + config.batch_size]]
-            width = max(len(ids) for ids, _ in batch)
-            input_ids = torch.full((len(batch), width), pad_id)
-            labels = torch.full((len(batch), width), IGNORED)
-            for j, (ids, tags) in enumerate(batch):
-                input_ids[j, : len(ids)] = torch.tensor(ids)
-                labels[j, : len(tags)] = torch.tensor(tags)
-            loss = model(input_ids=input_ids, attention_mask=input_ids != pad_id,
-                         labels=labels).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            total += loss.item() * len(batch)
-            progress.update(1)
-        on_epoch_end(epoch, total / len(rows))
-    progress.close()
-    model.eval()
+    """Token-classification training over seeded shuffles of the sentences, padded per batch
+    (`train.train_epochs`)."""
 
+    def batch_loss(indices) -> torch.Tensor:
+        batch = [rows[i] for i in indices.tolist()]
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.full((len(batch), width), pad_id)
+        labels = torch.full((len(batch), width), IGNORED)
+        for j, (ids, tags) in enumerate(batch):
+            input_ids[j, : len(ids)] = torch.tensor(ids)
+            labels[j, : len(tags)] = torch.tensor(tags)
+        return model(input_ids=input_ids, attention_mask=input_ids != pad_id, labels=labels).loss
 
-def default_folder(config: NerBuildConfig) -> Path:
-    return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
+    train_epochs(model, len(rows), batch_loss, config.seed, config.learning_rate, config.batch_size,
+                 max(config.epochs), "training reference NER model", on_epoch_end)
 
 
 def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference NER checkpoints into `folder` (default: the cache); returns the folder."""
-    folder = Path(folder) if folder else default_folder(config)
+    folder = Path(folder) if folder else config.default_folder()
     names = config.names()
     data_sha = ner_data.data_sha256(names, config.mentions_per_name, config.seed)
     if is_built(folder, data_sha) and not force:

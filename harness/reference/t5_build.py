@@ -17,7 +17,7 @@ import random
 import string
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -26,9 +26,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
-from harness.io import cache_dir, canonical_json, sha256_text
+from harness.io import canonical_json, sha256_text
 from harness.prune import CONFIG_KEY, prune_model
-from harness.reference.build import is_built, publish, save_checkpoint, staging_folder
+from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import CORPORA, reference_corpus
 from harness.reference.train import seed_everything
 from harness.text import truncate_words
@@ -44,7 +44,7 @@ LOSS_POINTS = 5  # the manifest records the mean pre-training loss of this many 
 
 
 @dataclass(frozen=True)
-class T5BuildConfig:
+class T5BuildConfig(Recipe):
     """Everything that decides the reference T5 weights; recorded in the manifest."""
 
     seed: int = 0
@@ -65,12 +65,6 @@ class T5BuildConfig:
     name = "t5-ref"
     # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
     TASKS = ("privacy_extraction",)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def digest(self) -> str:
-        return sha256_text(canonical_json(self.as_dict()))[:10]
 
     def task_settings(self) -> dict[str, str]:
         """CPU-sized fine-tuning for `privacy_extraction` (recorded in every results file): a 10x
@@ -215,10 +209,6 @@ def loss_points(losses: list[float]) -> dict[str, float]:
             for start, end in zip(bounds, bounds[1:]) if end > start}
 
 
-def default_folder(config: T5BuildConfig) -> Path:
-    return cache_dir() / "reference" / f"{config.name}-{config.digest()}"
-
-
 def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference T5 checkpoints into `folder` (default: the cache); returns the folder.
 
@@ -226,7 +216,7 @@ def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None
     epochs) and `times_each_trained_document_seen` is 0: what a task fine-tunes on is never in this
     public pre-training data; how often the pre-training texts were seen is `corpus_passes`.
     """
-    folder = Path(folder) if folder else default_folder(config)
+    folder = Path(folder) if folder else config.default_folder()
     texts = pretraining_texts(config)
     data_sha = sha256_text(canonical_json({"texts": texts, "config": config.as_dict()}))
     if is_built(folder, data_sha) and not force:

@@ -83,32 +83,46 @@ def training_blocks(tokenizer: PreTrainedTokenizerFast, texts: list[str], contex
     return torch.tensor(stream, dtype=torch.long).view(-1, context)
 
 
-def train(model: GPT2LMHeadModel, blocks: torch.Tensor, config: TrainConfig,
-          on_epoch_end: Callable[[int, float], None]) -> None:
-    """AdamW at a constant learning rate over seeded shuffles of `blocks`; calls back after every epoch."""
-    seed_everything(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
+def train_epochs(model, n_items: int, batch_loss: Callable[[torch.Tensor], torch.Tensor], seed: int,
+                 learning_rate: float, batch_size: int, n_epochs: int, desc: str,
+                 on_epoch_end: Callable[[int, float], None]) -> None:
+    """AdamW (no weight decay) at a constant learning rate for `n_epochs` seeded shuffles of
+    `n_items` training items; `batch_loss(indices)` is the mean loss of a batch of items. Calls
+    `on_epoch_end(epoch, mean loss per item)` after every epoch; leaves the model in eval mode."""
+    seed_everything(seed)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     model.train()
-    n_epochs = max(config.epochs)
-    steps_per_epoch = -(-len(blocks) // config.batch_size)
-    progress = tqdm(total=n_epochs * steps_per_epoch, desc="training reference LM", unit="step", disable=None)
+    steps_per_epoch = -(-n_items // batch_size)
+    progress = tqdm(total=n_epochs * steps_per_epoch, desc=desc, unit="step", disable=None)
     for epoch in range(1, n_epochs + 1):
-        order = torch.randperm(len(blocks), generator=generator)
+        order = torch.randperm(n_items, generator=generator)
         total = 0.0
-        for start in range(0, len(blocks), config.batch_size):
-            batch = blocks[order[start:start + config.batch_size]]
-            loss = model(input_ids=batch, labels=batch).loss
+        for start in range(0, n_items, batch_size):
+            indices = order[start:start + batch_size]
+            loss = batch_loss(indices)
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            total += loss.item() * len(batch)
+            total += loss.item() * len(indices)
             progress.update(1)
-        mean_loss = total / len(blocks)
+        mean_loss = total / n_items
         progress.set_postfix(epoch=epoch, loss=f"{mean_loss:.3f}")
         on_epoch_end(epoch, mean_loss)
     progress.close()
     model.eval()
+
+
+def train(model: GPT2LMHeadModel, blocks: torch.Tensor, config: TrainConfig,
+          on_epoch_end: Callable[[int, float], None]) -> None:
+    """Next-token training over seeded shuffles of `blocks` (`train_epochs`)."""
+
+    def batch_loss(indices: torch.Tensor) -> torch.Tensor:
+        batch = blocks[indices]
+        return model(input_ids=batch, labels=batch).loss
+
+    train_epochs(model, len(blocks), batch_loss, config.seed, config.learning_rate, config.batch_size,
+                 max(config.epochs), "training reference LM", on_epoch_end)
 
 
 def save_checkpoint(model: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
