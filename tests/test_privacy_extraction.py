@@ -154,3 +154,24 @@ def test_the_reference_t5_memorizes_more_with_duplicates_and_epochs(tmp_path, re
         "exact_match", epoch="0", group="memorization-45", times="all")
     assert value("epsilon", epoch="0", group="unique") == 0.0
     assert value("epsilon", epoch="8", group="unique") > 0.0
+
+
+def test_a_seq2seq_tokenizer_without_sentinels_falls_back_to_tagged_fields(tmp_path, tiny_lm):
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_lm)  # byte-level BPE, no <extra_id_N>, no pad token
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(T5Config(vocab_size=len(tokenizer), d_model=16, d_ff=32, num_layers=1,
+                                                num_heads=2, d_kv=8, pad_token_id=tokenizer.eos_token_id,
+                                                eos_token_id=tokenizer.eos_token_id,
+                                                decoder_start_token_id=tokenizer.eos_token_id))
+    folder = tmp_path / "tiny-t5"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(folder), "--tasks", "privacy_extraction", "--limit", "2",
+                 "--epochs", "1", "--max-target-tokens", "12", "--output-path", str(out)]) == 0
+    [path] = out.glob("*.json")
+    entry = json.loads(path.read_text())["tasks"][0]
+    assert entry["info"]["format"] == "tagged"
+    assert {x["tags"]["epoch"] for x in entry["metrics"]} == {"0", "1"}
