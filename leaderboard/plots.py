@@ -50,7 +50,8 @@ def task_plot(task: str, board: list[BoardEntry]) -> bytes | None:
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                       label=f"{item.model_name} ({item.model_identity[:8]})")
         axes.set_xlabel(axis_tag)
-        axes.set_xscale("log", base=2)
+        if min(xs) > 0:  # lengths and sizes: doubling steps; counts from 0 (epochs): linear
+            axes.set_xscale("log", base=2)
         axes.set_xticks(sorted(xs), [f"{x:g}" for x in sorted(xs)])
         axes.minorticks_off()
     else:

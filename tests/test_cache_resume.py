@@ -102,3 +102,14 @@ def test_cache_key_covers_the_content_of_data_files(tiny_lm, tmp_path, monkeypat
     second = load_results(evaluate(ModelSpec(str(tiny_lm)), select("mink_membership"), overrides, options))
     assert first.task("mink_membership").counts["texts"] == 6
     assert second.task("mink_membership").counts["texts"] == 7
+
+
+def test_a_cached_result_takes_the_tasks_current_headline(tiny_lm, tmp_path, two_tasks, monkeypatch):
+    Calls.interrupt_b = False
+    options = EvaluateOptions(output_path=tmp_path / "out")
+    evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, options)
+    renamed = Headline(metric="mean_logprob", label="mean token log-prob", better="lower")
+    monkeypatch.setattr(TaskA, "HEADLINE", renamed)
+    path = evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, EvaluateOptions(output_path=tmp_path / "again"))
+    assert Calls.count["a"] == 1  # from the cache
+    assert load_results(path).task(TaskA.NAME).headline == renamed

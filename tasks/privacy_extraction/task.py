@@ -105,7 +105,7 @@ class PrivacyExtraction(Task):
                    "strings (seen 1-5 times, unique) and synthetic persons' fields, worst-case epsilon")
     MODEL_KINDS = frozenset({ModelKind.SEQ2SEQ, ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="subset_score", tags={"group": "memorization-45", "times": "all", "epoch": "8"},
-                        label="memorization-45 subset score after 8 epochs", better="lower")
+                        label="memorization-45 subset score, 8 epochs", better="lower")
     Config = PrivacyConfig
 
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:
