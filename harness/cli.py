@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--trust-remote-code", action="store_true")
     pr.add_argument("--allow-pickle", action="store_true")
 
-    run = commands.add_parser("run", help="build the reference checkpoints, evaluate all tasks on them, "
-                                          "write submissions and the leaderboard")
+    run = commands.add_parser("run", help="build the reference checkpoints, evaluate on each the tasks it is a "
+                                          "control for, write submissions and the leaderboard")
     run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
     run.add_argument("--output", type=Path, default=DEFAULT_BOARD)
     run.add_argument("--batch-size", type=positive_int, default=16)
