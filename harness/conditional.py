@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from harness.scoring import encode_with_bos
+from harness.scoring import encode_with_bos, right_pad
 
 
 def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> list[list[int]]:
@@ -32,16 +32,6 @@ def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: boo
         return _encode(tokenizer, sources, max_source, special=True), target_ids
     encoded, _ = encode_with_bos(tokenizer, sources)
     return [ids[:max_source] if max_source else ids for ids in encoded], target_ids
-
-
-def _pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), value, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for j, row in enumerate(rows):
-        ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[j, : len(row)] = 1
-    return ids, mask
 
 
 def _batches(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -62,13 +52,13 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
     for batch in tqdm(_batches(lengths, batch_size), desc="scoring targets", unit="batch", leave=False,
                       disable=None if progress is None else not progress):
         if seq2seq:
-            inputs, mask = _pad([source_ids[i] for i in batch], pad)
-            labels, label_mask = _pad([target_ids[i] for i in batch], pad)
+            inputs, mask = right_pad([source_ids[i] for i in batch], pad)
+            labels, label_mask = right_pad([target_ids[i] for i in batch], pad)
             labels = labels.masked_fill(label_mask == 0, -100)
             logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device), labels=labels.to(device)).logits
             starts = [0] * len(batch)
         else:
-            inputs, mask = _pad([source_ids[i] + target_ids[i] for i in batch], pad)
+            inputs, mask = right_pad([source_ids[i] + target_ids[i] for i in batch], pad)
             # position p predicts token p + 1: the target's tokens are predicted from len(source) - 1 on
             logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits[:, :-1]
             labels = inputs[:, 1:]
@@ -93,7 +83,7 @@ def greedy_targets(model, tokenizer, sources: list[str], max_new_tokens: int, ba
     out: list[list[int]] = [[] for _ in sources]
     for batch in tqdm(_batches([len(s) for s in source_ids], batch_size), desc="generating", unit="batch",
                       leave=False, disable=None if progress is None else not progress):
-        inputs, mask = _pad([source_ids[i] for i in batch], pad)
+        inputs, mask = right_pad([source_ids[i] for i in batch], pad)
         generated = model.generate(input_ids=inputs.to(device), attention_mask=mask.to(device),
                                    max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
         for j, i in enumerate(batch):

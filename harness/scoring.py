@@ -120,6 +120,17 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     return outputs, info
 
 
+def right_pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows right-padded with `value` to the longest one (int64), and the mask of real tokens."""
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), value, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for j, row in enumerate(rows):
+        ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[j, : len(row)] = 1
+    return ids, mask
+
+
 def model_context(model) -> int:
     """The model's context window (config), or 2048 when the config names none."""
     from harness.models import context_length

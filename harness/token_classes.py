@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
-from harness.scoring import model_context
+from harness.scoring import model_context, right_pad
 
 
 def label_ids(id2label: dict, wanted: tuple[str, ...]) -> list[int]:
@@ -76,15 +76,8 @@ def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, 
     results: list[np.ndarray | None] = [None] * len(distinct)
     for batch in tqdm(batches, desc=desc, unit="batch", leave=False,
                       disable=None if progress is None else not progress):
-        width = len(encoded["input_ids"][batch[0]])
-        input_ids = np.full((len(batch), width), pad, dtype=np.int64)
-        attention = np.zeros((len(batch), width), dtype=np.int64)
-        for j, k in enumerate(batch):
-            ids = encoded["input_ids"][k]
-            input_ids[j, : len(ids)] = ids
-            attention[j, : len(ids)] = 1
-        logits = model(input_ids=torch.from_numpy(input_ids).to(device),
-                       attention_mask=torch.from_numpy(attention).to(device)).logits
+        input_ids, attention = right_pad([encoded["input_ids"][k] for k in batch], pad)
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
         rows = np.concatenate([np.full(len(positions[k]), j) for j, k in enumerate(batch)])
         cols = np.concatenate([positions[k] for k in batch])
         picked = logits[torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)].float()

@@ -22,6 +22,7 @@ from transformers import BertConfig, BertForTokenClassification, PreTrainedToken
 from harness.reference import ner_data
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.train import seed_everything, train_epochs
+from harness.scoring import right_pad
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 IGNORED = -100  # label of padding: no loss
@@ -114,12 +115,8 @@ def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, config: N
 
     def batch_loss(indices) -> torch.Tensor:
         batch = [rows[i] for i in indices.tolist()]
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.full((len(batch), width), pad_id)
-        labels = torch.full((len(batch), width), IGNORED)
-        for j, (ids, tags) in enumerate(batch):
-            input_ids[j, : len(ids)] = torch.tensor(ids)
-            labels[j, : len(tags)] = torch.tensor(tags)
+        input_ids, _ = right_pad([ids for ids, _ in batch], pad_id)
+        labels, _ = right_pad([tags for _, tags in batch], IGNORED)
         return model(input_ids=input_ids, attention_mask=input_ids != pad_id, labels=labels).loss
 
     train_epochs(model, len(rows), batch_loss, config.seed, config.learning_rate, config.batch_size,

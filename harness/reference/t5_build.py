@@ -31,6 +31,7 @@ from harness.prune import CONFIG_KEY, prune_model
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import CORPORA, reference_corpus
 from harness.reference.train import seed_everything
+from harness.scoring import right_pad
 from harness.text import truncate_words
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
@@ -145,12 +146,6 @@ def untrained_model(vocab_size: int, config: T5BuildConfig) -> T5ForConditionalG
         decoder_start_token_id=0))
 
 
-def pad_batch(rows: list[list[int]], value: int) -> torch.Tensor:
-    """The rows right-padded with `value` to the longest one."""
-    width = max(len(row) for row in rows)
-    return torch.tensor([row + [value] * (width - len(row)) for row in rows], dtype=torch.long)
-
-
 def document_order(n_documents: int, n_draws: int, generator: torch.Generator) -> list[int]:
     """`n_draws` document indices: seeded permutations of all documents, one after another."""
     order: list[int] = []
@@ -187,8 +182,8 @@ def pretrain(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer
         for start in range(0, len(order), config.batch_size):
             pairs = [span_corruption(rows[i], sentinels, tokenizer.eos_token_id, rng)
                      for i in order[start:start + config.batch_size]]
-            input_ids = pad_batch([inputs for inputs, _ in pairs], tokenizer.pad_token_id)
-            labels = pad_batch([targets for _, targets in pairs], IGNORED)
+            input_ids, _ = right_pad([inputs for inputs, _ in pairs], tokenizer.pad_token_id)
+            labels, _ = right_pad([targets for _, targets in pairs], IGNORED)
             loss = model(input_ids=input_ids, attention_mask=input_ids != tokenizer.pad_token_id,
                          labels=labels).loss
             loss.backward()
