@@ -107,11 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     rb = ref_commands.add_parser("build", help="train the reference checkpoints (CPU, a few minutes): causal LMs "
                                                "(English members, English non-member baseline, Japanese "
                                                "members), the NER token classifier, the T5 model and its "
-                                               "pruned variant")
+                                               "pruned variant, and the masked LM")
     rb.add_argument("--output", type=Path, help="parent folder of the builds (default: the membench cache)")
     rb.add_argument("--seed", type=int, default=0,
                     help="seed of the causal LMs' member split and training (tasks read it as "
-                         "--reference-seed); the NER and T5 models always use seed 0")
+                         "--reference-seed); the NER, T5 and masked-LM models always use seed 0")
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
     rb.add_argument("--force", action="store_true", help="rebuild even when already built")
 
@@ -196,6 +196,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from harness.reference.build import build, reference_builds
+    from harness.reference.mlm_build import MlmBuildConfig, build_mlm
     from harness.reference.ner_build import NerBuildConfig, build_ner
     from harness.reference.t5_build import T5BuildConfig, build_t5
 
@@ -206,6 +207,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
     print(build_ner(ner, args.output / ner.name if args.output else None, force=args.force))
     t5 = T5BuildConfig()
     print(build_t5(t5, args.output / t5.name if args.output else None, force=args.force))
+    mlm = MlmBuildConfig()
+    print(build_mlm(mlm, args.output / mlm.name if args.output else None, force=args.force))
     return 0
 
 

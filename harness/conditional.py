@@ -17,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.scoring import encode_with_bos, right_pad
+from harness.spans import length_batches
 
 
 def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> list[list[int]]:
@@ -34,11 +35,6 @@ def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: boo
     return [ids[:max_source] if max_source else ids for ids in encoded], target_ids
 
 
-def _batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-
-
 @torch.no_grad()
 def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], seq2seq: bool, batch_size: int = 16,
                     max_source: int | None = None, max_target: int | None = None,
@@ -49,7 +45,7 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
     source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target)
     lengths = [len(s) + len(t) for s, t in zip(source_ids, target_ids)]
     out: list[np.ndarray | None] = [None] * len(sources)
-    for batch in tqdm(_batches(lengths, batch_size), desc="scoring targets", unit="batch", leave=False,
+    for batch in tqdm(length_batches(lengths, batch_size), desc="scoring targets", unit="batch", leave=False,
                       disable=None if progress is None else not progress):
         if seq2seq:
             inputs, mask = right_pad([source_ids[i] for i in batch], pad)
@@ -81,7 +77,7 @@ def greedy_targets(model, tokenizer, sources: list[str], max_new_tokens: int, ba
     eos = tokenizer.eos_token_id
     source_ids = _encode(tokenizer, sources, max_source, special=True)
     out: list[list[int]] = [[] for _ in sources]
-    for batch in tqdm(_batches([len(s) for s in source_ids], batch_size), desc="generating", unit="batch",
+    for batch in tqdm(length_batches([len(s) for s in source_ids], batch_size), desc="generating", unit="batch",
                       leave=False, disable=None if progress is None else not progress):
         inputs, mask = right_pad([source_ids[i] for i in batch], pad)
         generated = model.generate(input_ids=inputs.to(device), attention_mask=mask.to(device),

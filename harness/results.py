@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import UserError
 from harness.io import atomic_write_text, parse_json_object, read_utf8
@@ -30,12 +30,24 @@ class Metric(_Strict):
 
 
 class Headline(_Strict):
-    """Which metric the overview table shows for a task, and which direction is better."""
+    """Which metric the board shows for a task, and which direction is better: higher, lower, or
+    closer to `ideal` (StereoSet's SS is best at 50)."""
 
     metric: str
     tags: dict[str, str] = Field(default_factory=dict)
     label: str
-    better: Literal["higher", "lower"]
+    better: Literal["higher", "lower", "ideal"]
+    ideal: float | None = None
+
+    @model_validator(mode="after")
+    def _ideal_given(self) -> "Headline":
+        if (self.better == "ideal") != (self.ideal is not None):
+            raise ValueError("give `ideal` exactly when better is 'ideal'")
+        return self
+
+    def direction(self) -> str:
+        """A short mark of the better direction: ↑, ↓, or →50."""
+        return {"higher": "↑", "lower": "↓"}.get(self.better) or f"→{self.ideal:g}"
 
 
 TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -52,6 +64,8 @@ class TaskEntry(_Strict):
     metrics: list[Metric] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
     headline: Headline | None = None
+    # The few metrics the board's summary table of the task shows (its headline among them).
+    summary: list[Headline] = Field(default_factory=list)
     info: dict[str, Any] = Field(default_factory=dict)
     wall_time_s: float = 0.0
     samples_file: str | None = None

@@ -73,12 +73,12 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
         if hit:
             log.info("%s: reusing the cached result", task.NAME)
             entry, samples = hit
-            # the headline says how the board shows the task, not what was computed: take today's
-            return entry.model_copy(update={"headline": task.HEADLINE}), samples
+            # the headline and summary say how the board shows the task, not what was computed: take today's
+            return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY)}), samples
     started = time.perf_counter()
     result = task.run(lm, data, config, context)
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
-                      info=result.info, item_scores=result.item_scores,
+                      summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
                       wall_time_s=round(time.perf_counter() - started, 3), **base)
     samples = cache.samples_to_jsonl(result.samples)
     cache.put(lm.identity, entry, samples)
@@ -97,9 +97,9 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
                          progress=options.progress)
     datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
     lm = models.load(spec)
-    for task in instances:
+    for task, config in zip(instances, configs):
         if task.skip_reason(lm) is None:
-            task.check_model(lm)
+            task.check_model(lm, config)
     entries, samples = [], []
     for task, config, data in zip(instances, configs, datasets):
         entry, jsonl = run_task(task, lm, data, config, context, options)

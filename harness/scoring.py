@@ -58,9 +58,10 @@ class _Row:
     offset: int        # index in that sequence's score array of the row's first target
 
 
-def encode_with_bos(tokenizer, texts: list[str]) -> tuple[list[list[int]], int | None]:
-    """Token ids of each text (no special tokens), with the tokenizer's BOS prepended if it has one."""
-    bos = tokenizer.bos_token_id
+def encode_with_bos(tokenizer, texts: list[str], start_token: int | None = None) -> tuple[list[list[int]], int | None]:
+    """Token ids of each text (no special tokens), with `start_token` (default: the tokenizer's BOS,
+    if it has one) prepended."""
+    bos = tokenizer.bos_token_id if start_token is None else start_token
     encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
     prefix = [bos] if bos is not None else []
     return [prefix + list(ids) for ids in encoded], bos
@@ -96,9 +97,10 @@ def sliding_windows(ids: np.ndarray, context: int, stride: int, sequence: int) -
 def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 16,
                           max_length: int | None = None, stride: int | None = None,
                           distribution_stats: bool = False, progress: bool | None = None,
-                          ) -> tuple[list[TokenScores], ScoringInfo]:
-    """Per-token log-probs (and optionally next-token distribution mean/std) of each text."""
-    encoded, bos = encode_with_bos(tokenizer, texts)
+                          start_token: int | None = None) -> tuple[list[TokenScores], ScoringInfo]:
+    """Per-token log-probs (and optionally next-token distribution mean/std) of each text;
+    `start_token` replaces the tokenizer's BOS as the token the first text token is conditioned on."""
+    encoded, bos = encode_with_bos(tokenizer, texts, start_token)
     context = max_length or model_context(model)
     if context < 2:
         raise ValueError(f"context length must be at least 2, got {context}")

@@ -1,7 +1,7 @@
 """The contract between the runner and a task, and the task registry.
 
 A task is a class with NAME, VERSION (an int; bump it whenever what the task computes changes),
-DESCRIPTION, MODEL_KINDS, a pydantic `Config`, and `load_data` / `run`. It registers itself with
+DESCRIPTION, MODEL_KINDS, HEADLINE (optionally SUMMARY), a pydantic `Config`, and `load_data` / `run`. It registers itself with
 `@register`; the runner finds tasks by importing every package under `tasks/` (`discover`) and
 never names one.
 """
@@ -60,6 +60,8 @@ class Task(ABC):
     DESCRIPTION: ClassVar[str]
     MODEL_KINDS: ClassVar[frozenset[ModelKind]]
     HEADLINE: ClassVar[Headline]
+    # Metrics for the board's summary table of this task (one column each), when its full table is long.
+    SUMMARY: ClassVar[tuple[Headline, ...]] = ()
     Config: ClassVar[type[TaskConfig]] = TaskConfig
 
     @abstractmethod
@@ -70,9 +72,9 @@ class Task(ABC):
     def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
         """Score `model` on `data`. Never loads a model and never writes a file."""
 
-    def check_model(self, model: LoadedModel) -> None:
-        """Raise a `UserError` when a model of a supported kind still cannot be scored (say, it lacks
-        labels the task reads). Called for every task before any task runs."""
+    def check_model(self, model: LoadedModel, config: TaskConfig) -> None:
+        """Raise a `UserError` when a model of a supported kind still cannot be scored with `config`
+        (say, it lacks labels the task reads). Called for every task before any task runs."""
 
     def skip_reason(self, model: LoadedModel) -> str | None:
         """Why this task cannot score `model`, or None when it can."""

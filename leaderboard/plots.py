@@ -58,7 +58,7 @@ def task_plot(task: str, board: list[BoardEntry]) -> bytes | None:
         names = [f"{i.model_name}\n({i.model_identity[:8]})" for i in items]
         axes.bar(names, [(_series(i, None) or [(0, 0)])[0][1] for i in items])
     label = head.label.split(",")[0] if axis_tag else head.label
-    axes.set_ylabel(f"{label} ({head.better} is better)")
+    axes.set_ylabel(f"{label} ({head.better} is better)" if head.ideal is None else f"{label} (best at {head.ideal:g})")
     axes.set_title(task)
     axes.grid(alpha=0.3)
     if axis_tag:

@@ -9,9 +9,9 @@ import re
 from scipy.stats import kendalltau
 from tabulate import tabulate
 
+from harness.results import Headline
 from leaderboard.collect import BoardEntry
 
-ARROWS = {"higher": "↑", "lower": "↓"}
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
 
 
@@ -31,11 +31,12 @@ def model_label(name: str, identity: str) -> str:
     return f"{escape(name)} ({escape(identity[:8])})"
 
 
-def headline_value(item: BoardEntry) -> str:
+def headline_value(item: BoardEntry, head: Headline | None = None) -> str:
+    """The value of `head` (default: the entry's headline) in an entry's metrics, formatted."""
     entry = item.entry
     if entry.status == "skipped":
         return "skipped"
-    head = entry.headline
+    head = head or entry.headline
     for metric in entry.metrics:
         if metric.name == head.metric and all(metric.tags.get(k) == v for k, v in head.tags.items()):
             return fmt(metric.value)
@@ -48,7 +49,7 @@ def overview_table(board: list[BoardEntry]) -> str:
     headers = {}
     for task in tasks:
         heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
-        headers[task] = f"{task}: {escape(heads[0].label)} {ARROWS[heads[0].better]}" if heads else task
+        headers[task] = f"{task}: {escape(heads[0].label)} {heads[0].direction()}" if heads else task
     models = sorted({(b.model_name, b.model_identity, b.model_kind, b.sparsity) for b in board},
                     key=lambda m: m[:3])
     cells = {(b.model_identity, b.model_name, b.entry.name): headline_value(b) for b in board}
@@ -57,6 +58,19 @@ def overview_table(board: list[BoardEntry]) -> str:
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]
     headers_row = ["model", "kind"] + (["sparsity"] if pruned else []) + [headers[t] for t in tasks]
     return tabulate(rows, headers=headers_row, tablefmt="github", disable_numparse=True)
+
+
+def summary_table(task: str, board: list[BoardEntry]) -> str | None:
+    """A row per model, a column per metric the task's newest entries name in `summary`; None
+    when they name none."""
+    items = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
+    heads = next((b.entry.summary for b in sorted(items, key=lambda b: -b.entry.version) if b.entry.summary), [])
+    if not heads:
+        return None
+    rows = [[model_label(b.model_name, b.model_identity)] + [headline_value(b, head) for head in heads]
+            for b in sorted(items, key=lambda b: b.model_name)]
+    headers = ["model"] + [f"{escape(head.label)} {head.direction()}" for head in heads]
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def task_table(task: str, board: list[BoardEntry]) -> str:

@@ -338,7 +338,7 @@ def test_the_board_compares_models_prompt_rankings_with_kendalls_tau():
 @pytest.mark.parametrize("kind", ["wordpiece", "byte-level"])
 def test_the_name_span_selects_exactly_the_names_tokens(kind):
     from harness.reference import train
-    from harness.token_classes import _span_token_indices
+    from harness.spans import span_token_indices as _span_token_indices
 
     tokenizer = (train_tokenizer(TINY_SENTENCES, vocab_size=200) if kind == "wordpiece"
                  else train.train_tokenizer(TINY_SENTENCES, vocab_size=300))

@@ -414,3 +414,23 @@ def test_leaderboard_missing_submissions_folder(capsys, tmp_path):
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("membench: error: ") and "nope" in line
     assert not output.exists()
+
+
+def test_a_task_summary_table_shows_its_summary_metrics_with_directions(tmp_path):
+    from harness.results import Headline
+
+    summary = [Headline(metric="auc", tags={"score": "min_k_20", "length": "128"}, label="AUC 128", better="lower"),
+               Headline(metric="auc", tags={"score": "min_k_20", "length": "32"}, label="AUC 32", better="ideal",
+                        ideal=0.5)]
+    for name, identity, auc in (("model-a", ID_A, 0.7), ("model-b", ID_B, 0.6)):
+        results = make_results(name, identity, auc=auc)
+        results.tasks[0].summary = summary
+        submit(tmp_path, results)
+    markdown, _ = render_markdown(tmp_path)
+    rows = records(table(section(markdown, f"## {TASK}").split("Summary:")[1]))
+    assert rows == [{"model": "model-a (aaaaaaaa)", "AUC 128 ↓": "0.700", "AUC 32 →0.5": "0.680"},
+                    {"model": "model-b (bbbbbbbb)", "AUC 128 ↓": "0.600", "AUC 32 →0.5": "0.580"}]
+    with pytest.raises(ValidationError):
+        Headline(metric="ss", label="SS", better="ideal")  # an ideal value is required
+    with pytest.raises(ValidationError):
+        Headline(metric="ss", label="SS", better="higher", ideal=50.0)

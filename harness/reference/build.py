@@ -58,8 +58,13 @@ class BuildConfig(Recipe):
     def name(self) -> str:
         return f"{self.corpus}-gpt2" + ("-nonmembers" if self.train_on == "non_members" else "")
 
-    # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
-    TASKS = ("mink_membership", "paywall_memorization")
+    @property
+    def TASKS(self) -> tuple[str, ...]:
+        """The tasks these checkpoints are controls for, the ones `membench run` evaluates on them:
+        the memorization tasks on their own corpus, and for English builds the bias tasks (whose
+        word lists and sentences are English)."""
+        bias = ("weat", "stereoset") if CORPORA[self.corpus].language == "en" else ()
+        return ("mink_membership", "paywall_memorization") + bias
 
     def task_settings(self) -> dict[str, str]:
         """Task settings that evaluate this build's checkpoints on its own corpus."""

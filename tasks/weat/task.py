@@ -1,0 +1,136 @@
+"""Task `weat`: Word Embedding Association Tests on a model's static and contextual word vectors.
+
+Caliskan, Bryson & Narayanan 2017 (WEAT 1-10), with contextual vectors from template sentences as
+in SEAT (May et al. 2019); the seed (Yoon & Lee) summarizes mean |d| over race and gender tests.
+Definitions: README.md beside this file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from harness.bias_metrics import weat_associations, weat_effect_size, weat_p_value, weat_statistic
+from harness.models import LoadedModel, ModelKind
+from harness.representations import check_layer, contextual_span_vectors, static_span_vectors
+from harness.results import Headline, Metric
+from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from tasks.weat.data import WeatData, WeatTest, load_weat
+
+TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.", "{} is here.", "{} is there.")
+
+
+class WeatConfig(TaskConfig):
+    weat_tests: str | None = Field(None, description="JSON file of tests in the built-in format "
+                                   "(default: WEAT 1-10 of Caliskan et al. 2017)")
+    tests: tuple[str, ...] = Field((), description="test ids to run (default: all in the file)")
+    representations: tuple[Literal["static", "contextual"], ...] = Field(
+        ("static", "contextual"), min_length=1, description="static: input embeddings; contextual: hidden states")
+    layer: int = Field(-1, description="hidden-state layer of contextual vectors (0 = embeddings, -1 = last)")
+    pooling: Literal["mean", "first"] = Field("mean", description="pooling over a word's subword tokens")
+    contextual_unit: Literal["sentence", "word"] = Field(
+        "sentence", description="contextual vector of a template sentence: mean over all its tokens "
+        "(SEAT) or over the word's tokens only")
+    templates: tuple[str, ...] = Field(TEMPLATES, min_length=1, description="template sentences, each with one {}")
+    max_exact_partitions: int = Field(100_000, ge=1, description="exact permutation test up to this many partitions")
+    permutation_samples: int = Field(100_000, ge=100, description="random partitions otherwise")
+
+    @field_validator("templates")
+    @classmethod
+    def _one_slot(cls, templates: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [t for t in templates if t.count("{}") != 1 or t.replace("{}", "").count("{") + t.count("}") > 1]
+        if bad:
+            raise ValueError(f"a template must hold exactly one {{}} and no other braces: {bad[0]!r}")
+        return templates
+
+
+def _word_span(template: str, word: str) -> tuple[str, tuple[int, int]]:
+    start = template.index("{}")
+    return template.replace("{}", word), (start, start + len(word))
+
+
+def word_vectors(lm: LoadedModel, words: list[str], representation: str, config: WeatConfig,
+                 context: RunContext) -> np.ndarray:
+    """(words, width): static vectors from the word in the first template; contextual ones averaged
+    over the templates (each the sentence's or the word's pooled hidden states)."""
+    if representation == "static":
+        filled = [_word_span(config.templates[0], w) for w in words]
+        vectors = static_span_vectors(lm.model, lm.tokenizer, [t for t, _ in filled], [[s] for _, s in filled],
+                                      config.pooling)
+        return np.concatenate(vectors)
+    filled = [_word_span(template, w) for template in config.templates for w in words]
+    spans = [[(0, len(text)) if config.contextual_unit == "sentence" else span] for text, span in filled]
+    vectors = contextual_span_vectors(lm.model, lm.kind, lm.tokenizer, [t for t, _ in filled], spans, config.layer,
+                                      config.pooling, context.batch_size, context.progress, desc="template sentences")
+    return np.concatenate(vectors).reshape(len(config.templates), len(words), -1).mean(axis=0)
+
+
+def run_test(test: WeatTest, vectors: dict[str, np.ndarray], config: WeatConfig, seed: int) -> dict:
+    """Effect size, statistic, p-value and every word's association s(w, A, B) for one test."""
+    def stack(words):
+        return np.stack([vectors[w] for w in words])
+
+    a, b = stack(test.a), stack(test.b)
+    s_x, s_y = weat_associations(stack(test.x), a, b), weat_associations(stack(test.y), a, b)
+    p, exact, partitions = weat_p_value(s_x, s_y, config.max_exact_partitions, config.permutation_samples, seed)
+    return {"effect_size": weat_effect_size(s_x, s_y), "statistic": weat_statistic(s_x, s_y), "p_value": p,
+            "exact": exact, "partitions": partitions,
+            "associations": {**dict(zip(test.x, s_x.tolist())), **dict(zip(test.y, s_y.tolist()))}}
+
+
+def mean_abs_d(results: dict[str, dict], tests: list[WeatTest], group: str) -> Metric | None:
+    chosen = [abs(results[t.test_id]["effect_size"]) for t in tests if group in ("all", t.group)]
+    return None if not chosen else Metric(name="mean_abs_d", value=float(np.mean(chosen)), n=len(chosen))
+
+
+@register
+class Weat(Task):
+    NAME = "weat"
+    VERSION = 1
+    DESCRIPTION = "WEAT 1-10 effect sizes and permutation p-values on static and contextual word vectors"
+    MODEL_KINDS = frozenset({ModelKind.ENCODER, ModelKind.MASKED_LM, ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ})
+    HEADLINE = Headline(metric="mean_abs_d", tags={"representation": "contextual", "group": "all"},
+                        label="mean |d|, all tests (contextual)", better="lower")
+    SUMMARY = tuple(Headline(metric="mean_abs_d", tags={"representation": rep, "group": group},
+                             label=f"mean |d| {group} ({rep})", better="lower")
+                    for rep in ("static", "contextual") for group in ("all", "race", "gender"))
+    Config = WeatConfig
+
+    def load_data(self, config: WeatConfig, context: RunContext) -> WeatData:
+        return load_weat(config.weat_tests, config.tests)
+
+    def check_model(self, model: LoadedModel, config: WeatConfig) -> None:
+        if "contextual" in config.representations:
+            check_layer(model.model, model.kind, config.layer)
+
+    def run(self, model: LoadedModel, data: WeatData, config: WeatConfig, context: RunContext) -> TaskResult:
+        words = list(dict.fromkeys(w for test in data.tests for w in test.words()))
+        unk = model.tokenizer.unk_token_id
+        unknown = [w for w in words if unk is not None
+                   and unk in model.tokenizer(w, add_special_tokens=False)["input_ids"]]
+        metrics, samples, item_scores, info = [], [], {}, {"data_source": data.source, "p_values": {}}
+        for representation in config.representations:
+            vectors = dict(zip(words, word_vectors(model, words, representation, config, context)))
+            results = {test.test_id: run_test(test, vectors, config, context.seed) for test in data.tests}
+            for test in data.tests:
+                result = results[test.test_id]
+                tags = {"representation": representation, "test": test.test_id}
+                metrics += [Metric(name=name, value=result[name], tags=tags) for name in ("effect_size", "statistic")]
+                metrics.append(Metric(name="p_value", value=result["p_value"], n=result["partitions"], tags=tags))
+                info["p_values"][f"{representation}/{test.test_id}"] = (
+                    f"{'exact' if result['exact'] else 'sampled'} over {result['partitions']} partitions")
+                samples += [{"representation": representation, "test": test.test_id, "word": word,
+                             "set": "X" if word in test.x else "Y", "association": value}
+                            for word, value in result["associations"].items()]
+            for group in ("all", "race", "gender"):
+                summary = mean_abs_d(results, data.tests, group)
+                if summary:
+                    metrics.append(summary.model_copy(update={"tags": {"representation": representation, "group": group}}))
+            item_scores[f"effect_size/{representation}"] = {t: r["effect_size"] for t, r in results.items()}
+        counts = {"tests": len(data.tests), "words": len(words), "words_with_unknown_tokens": len(unknown),
+                  "templates": len(config.templates)}
+        if unknown:
+            info["words_with_unknown_tokens"] = unknown
+        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info, item_scores=item_scores)
