@@ -10,7 +10,7 @@ Both give the same scores (checked here). Models: the reference masked LM (mlm-b
 BERT-base-sized masked LM (12 x 768, random weights, the reference tokenizer; --base-examples
 examples). Each is timed in --repeats interleaved rounds and the fastest is kept.
 
-    python bench/bench_stereoset.py [--examples 600] [--base-examples 120] [--batch-size 64]
+    python bench/bench_stereoset.py [--examples 200] [--base-examples 30] [--batch-size 64]
 """
 
 from __future__ import annotations
@@ -61,14 +61,15 @@ def time_both(lm, examples, batch_size: int, repeats: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=600)
-    parser.add_argument("--base-examples", type=int, default=120)
+    parser.add_argument("--examples", type=int, default=200)
+    parser.add_argument("--base-examples", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    folder = checkpoint_folders(build_mlm())[-1]  # built (trained) first, if missing
     torch.set_grad_enabled(False)
     examples = load_stereoset(DEFAULT, None).examples
-    lm = load(ModelSpec(str(checkpoint_folders(build_mlm())[-1]), device="cpu"))
+    lm = load(ModelSpec(str(folder), device="cpu"))
     report = {"torch_threads": torch.get_num_threads(), "batch_size": args.batch_size,
               "reference_mlm": time_both(lm, examples[: args.examples], args.batch_size, args.repeats)}
     torch.manual_seed(0)

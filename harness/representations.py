@@ -26,6 +26,10 @@ from harness.models import ModelKind
 from harness.scoring import model_context, right_pad
 from harness.spans import Span, align_spans, length_batches
 
+# The model kinds whose word vectors these functions read (token classifiers would work too, but
+# no task asks for them).
+WORD_VECTOR_KINDS = frozenset({ModelKind.ENCODER, ModelKind.MASKED_LM, ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ})
+
 Pooling = Literal["mean", "first"]
 POOLINGS = ("mean", "first")
 

@@ -47,21 +47,25 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
         raise UserError(f"{task.NAME}: {flag}: {first['msg']}") from None
 
 
-def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str) -> str:
+def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None) -> str:
     """Hash of everything that can change a task's numbers (batch size and device cannot),
     including the content of every file a setting names, so an edited data file is not served
-    from the cache."""
+    from the cache, and the data source the task's data came from (`data.source`), so data that
+    fell back to an offline source is not served for the hub's, or the other way round."""
     settings = config.model_dump(mode="json")
     files = {key: sha256_file(Path(value).expanduser()) for key, value in settings.items()
              if isinstance(value, str) and value and Path(value).expanduser().is_file()}
     payload = {"config": settings, "files": files, "limit": options.limit, "seed": options.seed, "dtype": dtype}
+    if data_source is not None:
+        payload["data_source"] = data_source
     return sha256_text(canonical_json(payload))[:16]
 
 
 def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, context: RunContext,
              options: EvaluateOptions) -> tuple[TaskEntry, str]:
     """The task's entry (from the cache when it finished before) and its samples as JSONL."""
-    digest = config_hash(config, options, lm.dtype)
+    source = getattr(data, "source", None)
+    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, seed=options.seed)
     reason = task.skip_reason(lm)

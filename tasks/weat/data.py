@@ -3,11 +3,11 @@ its citation and the source study of every list), or tests in the same format fr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.io import parse_json_object, read_utf8
 
 BUILTIN = Path(__file__).with_name("weat_tests.json")
 GROUPS = ("race", "gender", "other")
@@ -55,13 +55,7 @@ def _test(row: dict, where: str) -> WeatTest:
 def load_weat(path: str | None, selected: tuple[str, ...]) -> WeatData:
     """The tests of `path` (default: the built-in ten), keeping those named in `selected` (all when empty)."""
     file = Path(path).expanduser() if path else BUILTIN
-    if not file.is_file():
-        raise UserError(f"WEAT tests file not found: {path}")
-    try:
-        parsed = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UserError(f"{file}: not valid JSON ({str(err).splitlines()[0]})") from None
-    rows = parsed.get("tests") if isinstance(parsed, dict) else None
+    rows = parse_json_object(read_utf8(file), str(file)).get("tests")
     if not isinstance(rows, list) or not rows:
         raise UserError(f"{file}: expected an object with a non-empty 'tests' list")
     tests = [_test(row, f"{file} tests[{i}]") for i, row in enumerate(rows)]

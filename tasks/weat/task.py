@@ -13,8 +13,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from harness.bias_metrics import weat_associations, weat_effect_size, weat_p_value, weat_statistic
-from harness.models import LoadedModel, ModelKind
-from harness.representations import check_layer, contextual_span_vectors, static_span_vectors
+from harness.models import LoadedModel
+from harness.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
 from harness.results import Headline, Metric
 from harness.task import RunContext, Task, TaskConfig, TaskResult, register
 from tasks.weat.data import WeatData, WeatTest, load_weat
@@ -90,7 +90,7 @@ class Weat(Task):
     NAME = "weat"
     VERSION = 1
     DESCRIPTION = "WEAT 1-10 effect sizes and permutation p-values on static and contextual word vectors"
-    MODEL_KINDS = frozenset({ModelKind.ENCODER, ModelKind.MASKED_LM, ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ})
+    MODEL_KINDS = WORD_VECTOR_KINDS
     HEADLINE = Headline(metric="mean_abs_d", tags={"representation": "contextual", "group": "all"},
                         label="mean |d|, all tests (contextual)", better="lower")
     SUMMARY = tuple(Headline(metric="mean_abs_d", tags={"representation": rep, "group": group},

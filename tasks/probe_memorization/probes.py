@@ -1,0 +1,124 @@
+"""The probes: a linear one (multinomial logistic regression) and an MLP with one hidden layer.
+
+Both standardize their inputs with the mean and standard deviation of their own training tokens
+(a feature with zero spread is only centred), so a model's feature scale does not set the
+strength of the regularization.
+
+- `linear`: scikit-learn `LogisticRegression(C=1.0, solver="lbfgs", max_iter=1000)`: with more
+  than two classes lbfgs fits the multinomial (softmax) model, L2 penalty; deterministic.
+- `mlp`: a torch module Linear(d, 512) -> ReLU -> Linear(512, classes), cross-entropy, Adam
+  (learning rate 1e-3, no weight decay), mini-batches of 64 tokens reshuffled every epoch, a fixed
+  number of epochs; weights and shuffles seeded. Several label vectors on the same inputs (the task
+  and its control task) train together as independent networks in one batched module.
+Probes train on one thread (`one_thread`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Literal
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+ProbeKind = Literal["linear", "mlp"]
+
+LINEAR_C = 1.0
+LINEAR_MAX_ITER = 1000
+MLP_HIDDEN = 512
+MLP_LEARNING_RATE = 1e-3
+MLP_BATCH = 64
+
+
+def standardizer(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and scale of the training features (scale 1 where a feature does not vary)."""
+    mean = x.mean(0)
+    scale = x.std(0)
+    scale[scale < 1e-8] = 1.0
+    return mean.astype(np.float32), scale.astype(np.float32)
+
+
+def fit_linear(x: np.ndarray, y: np.ndarray, x_test: np.ndarray) -> np.ndarray:
+    """Predicted labels of `x_test` from a logistic regression trained on (x, y)."""
+    classes = np.unique(y)
+    if len(classes) == 1:  # one class seen in training: it is every prediction
+        return np.full(len(x_test), classes[0])
+    mean, scale = standardizer(x)
+    model = LogisticRegression(C=LINEAR_C, solver="lbfgs", max_iter=LINEAR_MAX_ITER)
+    model.fit((x - mean) / scale, y)
+    return model.predict((x_test - mean) / scale)
+
+
+class _BatchedMLP(torch.nn.Module):
+    """`m` independent one-hidden-layer networks that read the same inputs."""
+
+    def __init__(self, m: int, width: int, hidden: int, classes: int):
+        super().__init__()
+        first = [torch.nn.Linear(width, hidden) for _ in range(m)]
+        second = [torch.nn.Linear(hidden, classes) for _ in range(m)]
+        # (width, m * hidden): one matmul computes every network's hidden layer
+        self.w1 = torch.nn.Parameter(torch.cat([f.weight.T for f in first], 1).detach().clone())
+        self.b1 = torch.nn.Parameter(torch.cat([f.bias for f in first]).detach().clone())
+        self.w2 = torch.nn.Parameter(torch.stack([s.weight.T for s in second]).detach().clone())  # (m, hidden, classes)
+        self.b2 = torch.nn.Parameter(torch.stack([s.bias for s in second]).detach().clone()[:, None, :])
+        self.m, self.hidden = m, hidden
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(m, batch, classes) logits."""
+        h = torch.relu(x @ self.w1 + self.b1).view(len(x), self.m, self.hidden).transpose(0, 1)
+        return torch.bmm(h, self.w2) + self.b2
+
+
+def fit_mlp(x: np.ndarray, labels: list[np.ndarray], x_test: np.ndarray, n_classes: int, seed: int,
+            epochs: int) -> list[np.ndarray]:
+    """Predicted labels of `x_test`, one array per label vector in `labels`, each from its own MLP
+    trained on (x, labels[i]); the same seed gives the same networks."""
+    mean, scale = standardizer(x)
+    inputs = torch.from_numpy((x - mean) / scale)
+    targets = torch.from_numpy(np.stack(labels).astype(np.int64))  # (m, n)
+    m, n = targets.shape
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = _BatchedMLP(m, x.shape[1], MLP_HIDDEN, n_classes)
+    optimizer = torch.optim.Adam(net.parameters(), lr=MLP_LEARNING_RATE, fused=True)  # one kernel per step
+    with torch.enable_grad():
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, MLP_BATCH):
+                rows = order[start:start + MLP_BATCH]
+                logits = net(inputs[rows])  # (m, b, classes)
+                # sum over networks of each one's mean loss: the networks' gradients do not mix
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, n_classes), targets[:, rows].reshape(-1),
+                                                         reduction="sum") / len(rows)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+    test = torch.from_numpy((x_test - mean) / scale)
+    with torch.no_grad():
+        predicted = torch.cat([net(test[i:i + 4096]).argmax(-1) for i in range(0, len(test), 4096)], 1)
+    return list(predicted.numpy())
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """One BLAS / OpenMP / torch thread inside: a probe fit is many small matrix products, which
+    run fastest on one thread and, on shared cores, do not stall waiting for a second one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def train_and_predict(kind: ProbeKind, x: np.ndarray, labels: list[np.ndarray], x_test: np.ndarray,
+                      n_classes: int, seed: int, mlp_epochs: int) -> list[np.ndarray]:
+    """Per label vector, the test predictions of a probe of `kind` trained on (x, labels[i]), on one thread."""
+    with one_thread():
+        if kind == "linear":
+            return [fit_linear(x, y, x_test) for y in labels]
+        return fit_mlp(x, labels, x_test, n_classes, seed, mlp_epochs)
