@@ -37,7 +37,7 @@ def mask_fill_probs(model, tokenizer, texts: list[str], targets: list[int], batc
         where.append(found[0])
     wanted: list[list[int]] = [[] for _ in distinct]
     row_of = {text: k for k, text in enumerate(distinct)}
-    for query, (text, target) in enumerate(zip(texts, targets)):
+    for query, text in enumerate(texts):
         wanted[row_of[text]].append(query)
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
