@@ -22,7 +22,7 @@ from typing import Literal
 from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
 from harness.models import weight_files, weights_identity
 from harness.reference import train
-from harness.reference.corpus import CORPORA, REFERENCE, corpus_sha256, reference_corpus
+from harness.reference.corpus import CORPORA, REFERENCE, corpus_record, corpus_sha256, reference_corpus
 from harness.text import truncate_words
 
 log = logging.getLogger(__name__)
@@ -149,9 +149,8 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         "description": f"membench reference causal LMs: GPT-2 trained on the {config.train_on} of "
                        f"the {config.corpus} corpus only",
         "config": config.as_dict(),
-        "corpus": {"name": corpus.name, "language": corpus.language, "source": corpus.description,
-                   "sha256": corpus_sha256(config.corpus),
-                   "split_seed": cfg.seed, "n_documents": len(documents)},
+        "corpus": {**corpus_record(config.corpus, corpus_sha256(config.corpus), len(documents)),
+                   "split_seed": cfg.seed},
         "trained_on": config.train_on,
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),

