@@ -113,6 +113,18 @@ def approximate_memorization(generation: str, reference: str) -> float:
     return 1.0 - Levenshtein.distance(generation, reference) / longest
 
 
+def memorization_summary(eidetic: np.ndarray, approximate: np.ndarray) -> dict[str, float]:
+    """Summary of a set of continuations (Ishihara & Takahashi 2024): the max and mean of the
+    per-example `forward_match` counts and the mean and median of the per-example
+    `approximate_memorization` similarities. Raises ValueError on an empty set."""
+    eidetic, approximate = np.asarray(eidetic), np.asarray(approximate)
+    if eidetic.size == 0 or eidetic.shape != approximate.shape:
+        raise ValueError(f"memorization_summary needs equally many eidetic ({eidetic.size}) and approximate "
+                         f"({approximate.size}) values, at least one")
+    return {"eidetic_max": float(eidetic.max()), "eidetic_mean": float(eidetic.mean()),
+            "approximate_mean": float(approximate.mean()), "approximate_median": float(np.median(approximate))}
+
+
 # ---------------------------------------------------------------- pairwise preference (two groups of scores)
 
 def preference_share(higher: np.ndarray, lower: np.ndarray) -> np.ndarray:

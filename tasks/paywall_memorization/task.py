@@ -31,10 +31,8 @@ GROUPS = {1: "members", 0: "non_members", None: "all"}
 def summary(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, tags: dict) -> list[Metric]:
     """Eidetic max and mean, approximate mean and median of a set of examples."""
     n = len(examples)
-    return [Metric(name="eidetic_max", value=float(eidetic.max()), n=n, tags=tags),
-            Metric(name="eidetic_mean", value=float(eidetic.mean()), n=n, tags=tags),
-            Metric(name="approximate_mean", value=float(approximate.mean()), n=n, tags=tags),
-            Metric(name="approximate_median", value=float(np.median(approximate)), n=n, tags=tags)]
+    return [Metric(name=name, value=value, n=n, tags=tags)
+            for name, value in m.memorization_summary(eidetic, approximate).items()]
 
 
 def binned(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, group: str,
