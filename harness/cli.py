@@ -81,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
     ev.add_argument("--tasks", required=True, help="comma-separated task names, or `all`")
     ev.add_argument("--batch-size", type=positive_int, default=16)
-    ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (under a data-parallel launcher, "
+                                                     "auto and cuda mean each process's own GPU)")
+    ev.add_argument("--device-map", help="spread a model too large for one device over the GPUs (and CPU): "
+                                         "from_pretrained(device_map=...), e.g. auto; not with a data-parallel launch")
     ev.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     ev.add_argument("--limit", type=positive_int, help="at most this many samples per task (for testing)")
     ev.add_argument("--seed", type=int, default=0)
@@ -137,17 +140,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from harness.models import ModelKind, ModelSpec
+    from harness import distributed
+    from harness.models import ModelKind, ModelSpec, resolve_device
     from harness.runner import EvaluateOptions, evaluate
     from harness.task import select
 
+    device = args.device
+    if distributed.env_world_size() > 1:  # started by accelerate launch / torchrun: data parallel
+        if args.device_map:
+            raise UserError("--device-map places one model over several devices; it cannot be combined "
+                            "with a data-parallel launch (run one process)")
+        on_cpu = resolve_device(device) == "cpu"
+        distributed.init_from_env(cpu=on_cpu)
+        if not on_cpu and device in ("auto", "cuda"):
+            device = distributed.local_device()
     spec = ModelSpec(model=args.model, revision=args.revision,
-                     kind=ModelKind(args.model_kind) if args.model_kind else None, device=args.device,
+                     kind=ModelKind(args.model_kind) if args.model_kind else None, device=device,
                      dtype=args.dtype, trust_remote_code=args.trust_remote_code,
-                     allow_pickle=args.allow_pickle, name=args.model_name)
+                     allow_pickle=args.allow_pickle, name=args.model_name, device_map=args.device_map)
     options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size, limit=args.limit,
                               seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache)
     path = evaluate(spec, select(args.tasks), task_overrides(args), options)
+    rank0 = distributed.is_main()
+    distributed.shutdown()
+    if not rank0:  # only rank 0 wrote the file and reports it
+        return 0
     if args.tasks.strip() != "all":  # a task named on purpose but skipped deserves a word
         from harness.results import load_results
 
@@ -251,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
     try:
+        if args.command != "evaluate":
+            from harness.distributed import env_world_size
+
+            if env_world_size() > 1:
+                raise UserError(f"only `membench evaluate` runs data-parallel; run `membench {args.command}` "
+                                "without accelerate launch / torchrun")
         return COMMANDS[args.command](args)
     except UserError as err:
         print(f"membench: error: {err}", file=sys.stderr)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.distributed import run_batches
 from harness.scoring import encode_with_bos, right_pad
 from harness.spans import length_batches
 
@@ -44,9 +44,8 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target)
     lengths = [len(s) + len(t) for s, t in zip(source_ids, target_ids)]
-    out: list[np.ndarray | None] = [None] * len(sources)
-    for batch in tqdm(length_batches(lengths, batch_size), desc="scoring targets", unit="batch", leave=False,
-                      disable=None if progress is None else not progress):
+
+    def score_batch(batch: list[int]) -> list[np.ndarray]:
         if seq2seq:
             inputs, mask = right_pad([source_ids[i] for i in batch], pad)
             labels, label_mask = right_pad([target_ids[i] for i in batch], pad)
@@ -60,11 +59,14 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
             labels = inputs[:, 1:]
             starts = [len(source_ids[i]) - 1 for i in batch]
         logprobs = torch.log_softmax(logits.float(), dim=-1)
+        picked = []
         for j, i in enumerate(batch):
             positions = torch.arange(starts[j], starts[j] + len(target_ids[i]), device=device)
-            picked = logprobs[j, positions, labels[j, positions.cpu()].to(device)]
-            out[i] = picked.cpu().numpy()
-    return out
+            picked.append(logprobs[j, positions, labels[j, positions.cpu()].to(device)].cpu().numpy())
+        return picked
+
+    done = run_batches(length_batches(lengths, batch_size), score_batch, "scoring targets", progress)
+    return [done[i] for i in range(len(sources))]
 
 
 @torch.no_grad()
@@ -76,15 +78,19 @@ def greedy_targets(model, tokenizer, sources: list[str], max_new_tokens: int, ba
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     source_ids = _encode(tokenizer, sources, max_source, special=True)
-    out: list[list[int]] = [[] for _ in sources]
-    for batch in tqdm(length_batches([len(s) for s in source_ids], batch_size), desc="generating", unit="batch",
-                      leave=False, disable=None if progress is None else not progress):
+
+    def generate_batch(batch: list[int]) -> list[list[int]]:
         inputs, mask = right_pad([source_ids[i] for i in batch], pad)
         generated = model.generate(input_ids=inputs.to(device), attention_mask=mask.to(device),
                                    max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
-        for j, i in enumerate(batch):
+        outputs = []
+        for j in range(len(batch)):
             ids = generated[j, 1:].tolist()  # drop the decoder start token
             if eos is not None and eos in ids:
                 ids = ids[: ids.index(eos)]
-            out[i] = [t for t in ids if t != pad]
-    return out
+            outputs.append([t for t in ids if t != pad])
+        return outputs
+
+    done = run_batches(length_batches([len(s) for s in source_ids], batch_size), generate_batch, "generating",
+                       progress)
+    return [done[i] for i in range(len(sources))]

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.distributed import run_batches
 from harness.scoring import encode_with_bos, model_context
 
 BUDGET_STEP = 8
@@ -37,14 +37,11 @@ class GenerationInfo:
         return asdict(self)
 
 
-@torch.no_grad()
-def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: list[int], batch_size: int = 16,
-                         max_length: int | None = None, progress: bool | None = None,
-                         ) -> tuple[list[str], GenerationInfo]:
-    """The greedy continuation of each prompt, decoded to text (special tokens dropped)."""
+def prompt_cuts(tokenizer, prompts: list[str], max_new_tokens: list[int], context: int):
+    """(encoded prompts with BOS, the token ids each prompt is generated from, budgets, rooms, BOS id):
+    budgets capped at `context // 2`; a prompt keeps its last `context - room` tokens."""
     if len(prompts) != len(max_new_tokens):
         raise ValueError("one max_new_tokens per prompt")
-    context = max_length or model_context(model)
     cap = max(1, context // 2)
     budgets = [max(1, min(n, cap)) for n in max_new_tokens]
     # Room is made for the budget rounded up to a multiple of BUDGET_STEP, so prompts with nearby
@@ -52,13 +49,23 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
     rooms = [min(cap, -(-budget // BUDGET_STEP) * BUDGET_STEP) for budget in budgets]
     encoded, bos = encode_with_bos(tokenizer, prompts)
     cut = [ids[-(context - room):] for ids, room in zip(encoded, rooms)]
+    return encoded, cut, budgets, rooms, bos
+
+
+@torch.no_grad()
+def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: list[int], batch_size: int = 16,
+                         max_length: int | None = None, progress: bool | None = None,
+                         ) -> tuple[list[str], GenerationInfo]:
+    """The greedy continuation of each prompt, decoded to text (special tokens dropped)."""
+    context = max_length or model_context(model)
+    cap = max(1, context // 2)
+    encoded, cut, budgets, rooms, bos = prompt_cuts(tokenizer, prompts, max_new_tokens, context)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     device = next(model.parameters()).device
     order = sorted(range(len(prompts)), key=lambda i: (rooms[i], len(cut[i])))
-    outputs = [""] * len(prompts)
     batches = _fitting_batches(order, [len(c) for c in cut], rooms, batch_size, context)
-    for batch in tqdm(batches, desc="generating", unit="batch", leave=False,
-                      disable=None if progress is None else not progress):
+
+    def generate_batch(batch: list[int]) -> list[str]:
         width = max(len(cut[i]) for i in batch)
         input_ids = np.full((len(batch), width), pad, dtype=np.int64)
         attention = np.zeros((len(batch), width), dtype=np.int64)
@@ -69,9 +76,11 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
             input_ids=torch.from_numpy(input_ids).to(device), attention_mask=torch.from_numpy(attention).to(device),
             max_new_tokens=max(budgets[i] for i in batch), do_sample=False, num_beams=1, pad_token_id=pad,
         )
-        for j, i in enumerate(batch):
-            new_tokens = generated[j, width: width + budgets[i]].tolist()
-            outputs[i] = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        return [tokenizer.decode(generated[j, width: width + budgets[i]].tolist(), skip_special_tokens=True)
+                for j, i in enumerate(batch)]
+
+    done = run_batches(batches, generate_batch, "generating", progress)
+    outputs = [done[i] for i in range(len(prompts))]
     info = GenerationInfo(bos, context, cap, len(prompts), sum(len(c) < len(e) for c, e in zip(cut, encoded)),
                           sum(b < n for b, n in zip(budgets, max_new_tokens)))
     return outputs, info

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.distributed import run_batches
 from harness.errors import UserError
 from harness.scoring import model_context, right_pad
 from harness.spans import length_batches
@@ -41,14 +41,17 @@ def mask_fill_probs(model, tokenizer, texts: list[str], targets: list[int], batc
         wanted[row_of[text]].append(query)
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    out = np.zeros(len(texts), dtype=np.float64)
-    for batch in tqdm(length_batches([len(row) for row in ids], batch_size), desc=desc, unit="batch", leave=False,
-                      disable=None if progress is None else not progress):
+
+    def fill_batch(batch: list[int]) -> list[np.ndarray]:
+        """For each distinct text of the batch, the probabilities of the targets its queries ask for."""
         input_ids, attention = right_pad([ids[k] for k in batch], pad)
         logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
         at_mask = logits[torch.arange(len(batch), device=device), torch.tensor([where[k] for k in batch], device=device)]
         probs = torch.softmax(at_mask.float(), dim=-1).double().cpu().numpy()
-        for j, k in enumerate(batch):
-            queries = wanted[k]
-            out[queries] = probs[j, [targets[q] for q in queries]]
+        return [probs[j, [targets[q] for q in wanted[k]]] for j, k in enumerate(batch)]
+
+    out = np.zeros(len(texts), dtype=np.float64)
+    done = run_batches(length_batches([len(row) for row in ids], batch_size), fill_batch, desc, progress)
+    for k, probs in done.items():
+        out[wanted[k]] = probs
     return out

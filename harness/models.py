@@ -58,6 +58,9 @@ class ModelSpec:
     trust_remote_code: bool = False
     allow_pickle: bool = False
     name: str | None = None
+    # `from_pretrained(device_map=...)`, e.g. "auto": accelerate spreads the layers over the GPUs
+    # (and CPU) for a model larger than one device; `device` then only picks the `auto` dtype.
+    device_map: str | None = None
 
 
 @dataclass
@@ -234,16 +237,21 @@ def load(spec: ModelSpec) -> LoadedModel:
     device = resolve_device(spec.device)
     torch_dtype = resolve_dtype(spec.dtype, device, config)
     tokenizer = load_tokenizer(folder, spec.trust_remote_code)
+    placement = {"device_map": spec.device_map} if spec.device_map else {}
     try:
         model = _auto_class(kind).from_pretrained(
             folder, dtype=torch_dtype, trust_remote_code=spec.trust_remote_code,
-            use_safetensors=files[0].suffix == ".safetensors",
+            use_safetensors=files[0].suffix == ".safetensors", **placement,
         )
     except (ValueError, OSError, RuntimeError, SafetensorError) as err:
         raise UserError(f"cannot load {spec.model} ({', '.join(p.name for p in files)}) as a {kind.value} model: "
                         f"{type(err).__name__}: "
                         f"{first_line(err)}") from None
-    model.to(device).eval()
+    if spec.device_map:
+        model.eval()
+        device = ",".join(sorted({str(p.device) for p in model.parameters()}))  # where the layers went
+    else:
+        model.to(device).eval()
     name = spec.name or (spec.model if identity_kind == "hub-commit" else folder.resolve().name)
     return LoadedModel(
         model=model, tokenizer=tokenizer, kind=kind, name=name, source=spec.model, revision=revision,
@@ -251,5 +259,6 @@ def load(spec: ModelSpec) -> LoadedModel:
         dtype=str(torch_dtype).removeprefix("torch."), context_length=context_length(model.config),
         info={"architectures": config.get("architectures"), "model_type": config.get("model_type"),
               "weight_files": [p.name for p in files],
+              **({"device_map": spec.device_map} if spec.device_map else {}),
               **({"pruning": config["membench_pruning"]} if "membench_pruning" in config else {})},
     )

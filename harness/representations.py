@@ -19,8 +19,8 @@ from typing import Literal
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.distributed import run_batches
 from harness.errors import UserError
 from harness.models import ModelKind
 from harness.scoring import model_context, right_pad
@@ -88,14 +88,14 @@ def contextual_span_vectors(model, kind: ModelKind, tokenizer, texts: list[str],
     body = model.get_encoder() if kind is ModelKind.SEQ2SEQ else model.base_model
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    out: list[np.ndarray | None] = [None] * len(distinct)
-    for batch in tqdm(length_batches([len(row) for row in ids], batch_size), desc=desc, unit="batch",
-                      leave=False, disable=None if progress is None else not progress):
+
+    def pool_batch(batch: list[int]) -> list[np.ndarray]:
         input_ids, attention = right_pad([ids[k] for k in batch], pad)
         states = body(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                       output_hidden_states=True).hidden_states[index]
-        for j, k in enumerate(batch):
-            out[k] = _pool(states[j], positions[k], pooling) if positions[k] else np.zeros((0, states.shape[-1]),
-                                                                                            dtype=np.float32)
+        return [_pool(states[j], positions[k], pooling) if positions[k]
+                else np.zeros((0, states.shape[-1]), dtype=np.float32) for j, k in enumerate(batch)]
+
+    out = run_batches(length_batches([len(row) for row in ids], batch_size), pool_batch, desc, progress)
     where = {key: k for k, key in enumerate(distinct)}
     return [out[where[key]] for key in keys]

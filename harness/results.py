@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from harness.errors import UserError
 from harness.io import atomic_write_text, parse_json_object, read_utf8
@@ -102,6 +102,16 @@ class RunSettings(_Strict):
     batch_size: int
     limit: int | None
     seed: int
+    # Data-parallel processes that shared the scoring (`harness.distributed`); left out of the file
+    # when 1, so single-process files read as they always did.
+    processes: int = Field(1, ge=1)
+
+    @model_serializer(mode="wrap")
+    def _omit_one_process(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("processes") == 1:
+            del data["processes"]
+        return data
 
 
 class ResultsFile(_Strict):

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import harness
-from harness import cache, models
+from harness import cache, distributed, models
 from harness.errors import UserError
 from harness.io import atomic_write_text, canonical_json, sha256_file, sha256_text
 from harness.results import (Environment, HarnessInfo, ModelInfo, ResultsFile, RunSettings, TaskEntry,
@@ -73,7 +73,9 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
         log.info("skipping %s: %s", task.NAME, reason)
         return TaskEntry(status="skipped", skip_reason=reason, **base), ""
     if options.use_cache:
-        hit = cache.get(lm.identity, task.NAME, task.VERSION, digest)
+        # rank 0 decides, so that every rank of a data-parallel run computes the same tasks
+        hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, digest)
+                                              if distributed.is_main() else None)
         if hit:
             log.info("%s: reusing the cached result", task.NAME)
             entry, samples = hit
@@ -85,22 +87,29 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
                       summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
                       wall_time_s=round(time.perf_counter() - started, 3), **base)
     samples = cache.samples_to_jsonl(result.samples)
-    cache.put(lm.identity, entry, samples)
+    if distributed.is_main():
+        cache.put(lm.identity, entry, samples)
     return entry, samples
 
 
 def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[str, Any],
              options: EvaluateOptions) -> Path:
-    """Evaluate one model on `tasks`; returns the path of the results file written."""
+    """Evaluate one model on `tasks`; returns the path of the results file written.
+
+    In a data-parallel run (`harness.distributed`) every rank calls this; data and the model are
+    loaded on rank 0 first (so downloads land in the cache once), the scoring primitives share
+    their batches among the ranks, and only rank 0 writes files (every rank returns the path)."""
     instances = [task() for task in tasks]
     configs = [build_config(task, overrides) for task in tasks]
     unused = set(overrides) - {f for task in tasks for f in task.Config.model_fields}
     if unused:
         raise UserError(f"--{sorted(unused)[0].replace('_', '-')} is not a setting of the selected tasks")
     context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
-                         progress=options.progress)
-    datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
-    lm = models.load(spec)
+                         progress=options.progress if distributed.is_main() else False)
+    with distributed.main_first():
+        datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
+    with distributed.main_first():
+        lm = models.load(spec)
     for task, config in zip(instances, configs):
         if task.skip_reason(lm) is None:
             task.check_model(lm, config)
@@ -116,7 +125,7 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
                         identity_kind=lm.identity_kind, kind=lm.kind.value, dtype=lm.dtype,
                         device=lm.device, details=lm.info),
         environment=environment(), run=RunSettings(batch_size=options.batch_size, limit=options.limit,
-                                                   seed=options.seed),
+                                                   seed=options.seed, processes=distributed.world_size()),
         tasks=entries,
     )
     path = Path(options.output_path) / f"{results_stem(results)}.json"
@@ -124,8 +133,10 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         for entry, jsonl in zip(entries, samples):
             if entry.status == "ok":
                 entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
-                atomic_write_text(path.parent / entry.samples_file, jsonl)
-    write_results(results, path)
+                if distributed.is_main():
+                    atomic_write_text(path.parent / entry.samples_file, jsonl)
+    if distributed.is_main():
+        write_results(results, path)
     return path
 
 

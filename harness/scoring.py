@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+
+from harness.distributed import run_batches
 
 
 @dataclass
@@ -133,11 +134,14 @@ def right_pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
+DEFAULT_CONTEXT = 2048  # assumed when a model's config names no context window
+
+
 def model_context(model) -> int:
-    """The model's context window (config), or 2048 when the config names none."""
+    """The model's context window (config), or DEFAULT_CONTEXT when the config names none."""
     from harness.models import context_length
 
-    return context_length(model.config) or 2048
+    return context_length(model.config) or DEFAULT_CONTEXT
 
 
 @torch.no_grad()
@@ -157,8 +161,9 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    for batch in tqdm(batches, desc="scoring", unit="batch", disable=None if progress is None else not progress,
-                      leave=False):
+
+    def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
+        """Each row's scores (log-probs, and the distribution mean and std or None)."""
         members = [rows[i] for i in batch]
         width = max(len(row.ids) for row in members)
         input_ids = np.full((len(members), width), pad, dtype=np.int64)
@@ -181,16 +186,20 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
         at_position = torch.from_numpy(position - shift).to(device)
         targets = torch.from_numpy(input_ids[which_row, position + 1]).to(device)
         flat_logprobs = (kept[at_row, at_position, targets] - log_norm[at_row, at_position]).cpu().numpy()
+        flat_means = flat_stds = None
         if distribution_stats:
             flat_means, flat_stds = _distribution_stats(kept[at_row, at_position], log_norm[at_row, at_position])
-        start = 0
-        for row, n in zip(members, counts):
-            span, flat = slice(row.offset, row.offset + n), slice(start, start + n)
-            logprobs[row.sequence][span] = flat_logprobs[flat]
-            if distribution_stats:
-                means[row.sequence][span] = flat_means[flat]
-                stds[row.sequence][span] = flat_stds[flat]
-            start += n
+        ends = np.cumsum(counts)
+        return [(flat_logprobs[end - n:end], flat_means[end - n:end] if distribution_stats else None,
+                 flat_stds[end - n:end] if distribution_stats else None) for n, end in zip(counts, ends)]
+
+    for i, (row_logprobs, row_means, row_stds) in run_batches(batches, score_batch, "scoring", progress).items():
+        row = rows[i]
+        span = slice(row.offset, row.offset + len(row_logprobs))
+        logprobs[row.sequence][span] = row_logprobs
+        if distribution_stats:
+            means[row.sequence][span] = row_means
+            stds[row.sequence][span] = row_stds
     return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from harness.distributed import run_batches
 from harness.scoring import model_context, right_pad
 from harness.spans import align_spans, length_batches
 
@@ -46,18 +46,17 @@ def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     wanted = torch.tensor(labels, device=device)
     batches = length_batches([len(row) for row in ids], batch_size)
-    results: list[np.ndarray | None] = [None] * len(distinct)
-    for batch in tqdm(batches, desc=desc, unit="batch", leave=False,
-                      disable=None if progress is None else not progress):
+
+    def classify_batch(batch: list[int]) -> list[np.ndarray]:
         input_ids, attention = right_pad([ids[k] for k in batch], pad)
         logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
         rows = np.concatenate([np.full(len(positions[k]), j) for j, k in enumerate(batch)])
         cols = np.concatenate([positions[k] for k in batch])
         picked = logits[torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)].float()
         probs = torch.softmax(picked, dim=-1)[:, wanted].cpu().numpy()
-        start = 0
-        for k in batch:
-            results[k] = probs[start:start + len(positions[k])]
-            start += len(positions[k])
+        ends = np.cumsum([len(positions[k]) for k in batch])
+        return [probs[end - len(positions[k]):end] for k, end in zip(batch, ends)]
+
+    results = run_batches(batches, classify_batch, desc, progress)
     index = {key: k for k, key in enumerate(distinct)}
     return [results[index[key]] for key in zip(texts, spans)]

@@ -17,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
+from harness import distributed
 from harness.conditional import encode_pairs
 
 
@@ -89,7 +90,8 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
              on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
     """Train `model` in place; returns facts about the run (steps, seconds, samples per second)."""
     device = next(model.parameters()).device
-    with tempfile.TemporaryDirectory(prefix="membench-finetune-") as scratch:
+    # In a data-parallel run every rank fine-tunes its own copy alike: the Trainer must not join the ranks (DDP).
+    with tempfile.TemporaryDirectory(prefix="membench-finetune-") as scratch, distributed.single_process_env():
         arguments = TrainingArguments(
             output_dir=scratch, num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
             lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, optim="adamw_torch",
