@@ -95,6 +95,29 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")
     add_task_config_flags(ev)
 
+    ex = commands.add_parser("export-lm-eval", help="write lm-evaluation-harness tasks (YAML + data + utils.py) "
+                             "for the tasks lm-eval can express, to run with `lm_eval --include_path DIR`")
+    ex.add_argument("folder", type=Path, metavar="DIR", help="folder for the task files (created)")
+    ex.add_argument("--model", required=True, help="the causal LM the tasks are for (local folder or hub id): only "
+                    "its tokenizer is loaded, for token counts and generation budgets")
+    ex.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    ex.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
+    ex.add_argument("--tasks", help="comma-separated membench task names (default: every exportable task)")
+    ex.add_argument("--limit", type=positive_int, help="export at most this many samples per task, as "
+                    "`membench evaluate --limit` takes them")
+    ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
+    add_task_config_flags(ex)
+
+    im = commands.add_parser("import-lm-eval", help="turn an lm-eval results file of exported tasks into a membench "
+                             "results file")
+    im.add_argument("results_file", type=Path, metavar="RESULTS_JSON", help="lm-eval's results_<time>.json")
+    im.add_argument("--model", help="the evaluated checkpoint, when not where lm-eval's model_args say")
+    im.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
+    im.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
+    im.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
+    im.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (*.bin, *.pt) to be hashed")
+
     commands.add_parser("tasks", help="list the registered tasks")
 
     va = commands.add_parser("validate", help="check results files against the schema")
@@ -172,6 +195,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             if entry.status == "skipped":
                 print(f"membench: warning: {entry.name} skipped: {entry.skip_reason}", file=sys.stderr)
     print(path)
+    return 0
+
+
+def cmd_export_lm_eval(args: argparse.Namespace) -> int:
+    from harness.lm_eval_export import export_tasks, write_export
+    from harness.models import ModelKind, ModelSpec
+
+    spec = ModelSpec(model=args.model, revision=args.revision,
+                     kind=ModelKind(args.model_kind) if args.model_kind else None,
+                     trust_remote_code=args.trust_remote_code)
+    tasks, facts = export_tasks(spec, args.tasks, task_overrides(args), args.limit, args.seed)
+    write_export(args.folder, tasks, facts)
+    for task in tasks:
+        for note in task.notes:
+            print(f"membench: warning: {task.name}: {note}", file=sys.stderr)
+        print(f"{task.name}: {len(task.docs)} documents -> {args.folder / (task.name + '.yaml')}")
+    print(f"run: lm_eval --model hf --model_args pretrained={args.model} --include_path {args.folder} "
+          f"--tasks {','.join(t.name for t in tasks)} --output_path OUT")
+    return 0
+
+
+def cmd_import_lm_eval(args: argparse.Namespace) -> int:
+    from harness.lm_eval_import import import_results
+
+    print(import_results(args.results_file, args.output_path, model=args.model, name=args.model_name,
+                         allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code))
     return 0
 
 
@@ -253,7 +302,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"evaluate": cmd_evaluate, "tasks": cmd_tasks, "validate": cmd_validate,
+COMMANDS = {"evaluate": cmd_evaluate, "export-lm-eval": cmd_export_lm_eval, "import-lm-eval": cmd_import_lm_eval,
+            "tasks": cmd_tasks, "validate": cmd_validate,
             "leaderboard": cmd_leaderboard, "reference": cmd_reference, "prune": cmd_prune, "run": cmd_run}
 
 

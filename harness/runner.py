@@ -52,10 +52,15 @@ def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_s
     including the content of every file a setting names, so an edited data file is not served
     from the cache, and the data source the task's data came from (`data.source`), so data that
     fell back to an offline source is not served for the hub's, or the other way round."""
-    settings = config.model_dump(mode="json")
+    return settings_hash(config.model_dump(mode="json"), options.limit, options.seed, dtype, data_source)
+
+
+def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype: str,
+                  data_source: str | None = None) -> str:
+    """`config_hash` of a config already dumped to JSON values (what a results file records)."""
     files = {key: sha256_file(Path(value).expanduser()) for key, value in settings.items()
              if isinstance(value, str) and value and Path(value).expanduser().is_file()}
-    payload = {"config": settings, "files": files, "limit": options.limit, "seed": options.seed, "dtype": dtype}
+    payload = {"config": settings, "files": files, "limit": limit, "seed": seed, "dtype": dtype}
     if data_source is not None:
         payload["data_source"] = data_source
     return sha256_text(canonical_json(payload))[:16]

@@ -76,6 +76,12 @@ class Task(ABC):
         """Raise a `UserError` when a model of a supported kind still cannot be scored with `config`
         (say, it lacks labels the task reads). Called for every task before any task runs."""
 
+    def lm_eval_export(self, data: Any, config: TaskConfig, tokenizer, context: int | None):
+        """This task on `data` as an lm-evaluation-harness task (`harness.lm_eval_export.LmEvalTask`)
+        for a causal LM with `tokenizer` and context length `context`. Only the tasks lm-eval's
+        request types can express override it; `membench export-lm-eval` exports those."""
+        return None
+
     def skip_reason(self, model: LoadedModel) -> str | None:
         """Why this task cannot score `model`, or None when it can."""
         if model.kind not in self.MODEL_KINDS:

@@ -32,7 +32,9 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
     ]
     plots = {}
     for task in tasks:
-        parts += ["", f"## {task}", "", f"Task card: [tasks/{task}/README.md](tasks/{task}/README.md)", ""]
+        card = next((b.entry.info["task_card"] for b in board if b.entry.name == task and "task_card" in b.entry.info),
+                    f"tasks/{task}/README.md")  # entries imported from lm-eval name the card of the task they come from
+        parts += ["", f"## {task}", "", f"Task card: [{card}]({card})", ""]
         png = task_plot(task, board)
         if png:
             plots[f"{task}.png"] = png

@@ -80,6 +80,11 @@ class MinkMembership(Task):
         return load_membership_data(config.data, config.split, config.text_column, config.label_column,
                                     config.reference_seed, context.limit)
 
+    def lm_eval_export(self, data, config, tokenizer, context):
+        from tasks.mink_membership.for_lm_eval import export
+
+        return export(self, data, config, tokenizer, context)
+
     def run(self, model: LoadedModel, data: MembershipData, config: MinkConfig,
             context: RunContext) -> TaskResult:
         prefixes = {}  # (text index, L) -> the text cut to its first L words

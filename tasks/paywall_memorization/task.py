@@ -28,6 +28,13 @@ class PaywallConfig(TaskConfig):
 GROUPS = {1: "members", 0: "non_members", None: "all"}
 
 
+def reference_budgets(tokenizer, examples: list[Example]) -> list[int]:
+    """New tokens generated per example: the token count of its reference (with the private part's
+    leading whitespace, as it would follow the prompt)."""
+    return [len(ids) for ids in tokenizer([e.continuation_prefix + e.reference for e in examples],
+                                          add_special_tokens=False)["input_ids"]]
+
+
 def summary(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, tags: dict) -> list[Metric]:
     """Eidetic max and mean, approximate mean and median of a set of examples."""
     n = len(examples)
@@ -61,12 +68,16 @@ class PaywallMemorization(Task):
         return load_paywall_data(config.data, config.language, config.max_public_words, config.reference_seed,
                                  context.limit)
 
+    def lm_eval_export(self, data, config, tokenizer, context):
+        from tasks.paywall_memorization.for_lm_eval import export
+
+        return export(self, data, config, tokenizer, context)
+
     def run(self, model: LoadedModel, data: PaywallData, config: PaywallConfig, context: RunContext) -> TaskResult:
         examples = data.examples
         tokenizer = model.tokenizer
-        budgets = [len(ids) for ids in tokenizer([e.continuation_prefix + e.reference for e in examples],
-                                                 add_special_tokens=False)["input_ids"]]
-        generations, info = greedy_continuations(model.model, tokenizer, [e.prompt for e in examples], budgets,
+        generations, info = greedy_continuations(model.model, tokenizer, [e.prompt for e in examples],
+                                                 reference_budgets(tokenizer, examples),
                                                  batch_size=context.batch_size, progress=context.progress)
         generations = [g.lstrip() for g in generations]
         eidetic = np.array([m.forward_match(g, e.reference) for g, e in zip(generations, examples)])

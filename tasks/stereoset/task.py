@@ -60,6 +60,11 @@ class StereoSet(Task):
         if model.kind is ModelKind.SEQ2SEQ:
             seq2seq_blank_token(model.tokenizer)
 
+    def lm_eval_export(self, data, config, tokenizer, context):
+        from tasks.stereoset.for_lm_eval import export
+
+        return export(self, data, config, tokenizer)
+
     def run(self, model: LoadedModel, data: StereoSetData, config: StereoSetConfig,
             context: RunContext) -> TaskResult:
         scores, info = option_scores(model, data.examples, context.batch_size, context.progress)

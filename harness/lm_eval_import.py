@@ -1,0 +1,145 @@
+"""`membench import-lm-eval`: an lm-eval results file of exported tasks -> a membench results file.
+
+Every task of the results file whose config carries `metadata.membench` (written by
+`membench export-lm-eval`) becomes one entry: its membench name, version and config, and each
+exported metric read from `results[<task>]["<key>,none"]`. The model is the `pretrained` of
+lm-eval's `model_args` (a local folder, or a hub id fetched like `membench evaluate` does), its
+identity computed as membench computes it, and its tokenizer must be the one the documents were
+exported with (the per-token means and generation budgets depend on it). A run of lm-eval with
+`--limit` (fewer documents than exported) is refused: its numbers would not be the task's.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness.errors import UserError
+from harness.io import parse_json_object, read_utf8
+from harness.results import (Environment, HarnessInfo, Headline, Metric, ModelInfo, ResultsFile, RunSettings,
+                             TaskEntry, write_results)
+
+
+def model_args(config: dict[str, Any]) -> dict[str, str]:
+    """lm-eval's `model_args`, a dict or its `key=value,key=value` string."""
+    args = config.get("model_args") or {}
+    if isinstance(args, str):
+        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    return {str(k): str(v) for k, v in args.items()}
+
+
+def exported_tasks(raw: dict[str, Any], origin: str) -> dict[str, dict[str, Any]]:
+    """lm-eval task name -> its `metadata.membench`, for the tasks membench exported."""
+    configs = raw.get("configs")
+    if not isinstance(configs, dict) or not isinstance(raw.get("results"), dict):
+        raise UserError(f"{origin}: not an lm-eval results file (no 'results' and 'configs')")
+    found = {name: (config.get("metadata") or {}).get("membench") for name, config in configs.items()
+             if isinstance(config, dict)}
+    found = {name: meta for name, meta in found.items() if isinstance(meta, dict)}
+    if not found:
+        raise UserError(f"{origin}: none of its tasks ({', '.join(configs) or 'none'}) was written by "
+                        "`membench export-lm-eval`")
+    for name in found:
+        samples = (raw.get("n-samples") or {}).get(name) or {}
+        if samples.get("effective") != samples.get("original"):
+            raise UserError(f"{origin}: {name} ran on {samples.get('effective')} of its {samples.get('original')} "
+                            "documents (lm_eval --limit); import needs the whole exported task "
+                            "(export fewer with `membench export-lm-eval --limit`)")
+    return found
+
+
+def entry(name: str, meta: dict[str, Any], scores: dict[str, Any], dtype: str, lm_eval_version: str) -> TaskEntry:
+    """The membench entry of one exported task's lm-eval results."""
+    from harness.runner import settings_hash
+
+    metrics = []
+    for metric in meta["metrics"]:
+        value = scores.get(f"{metric['key']},none")
+        if value is not None and not isinstance(value, (int, float)):
+            raise UserError(f"{name}: metric {metric['key']} is {value!r}, not a number")
+        metrics.append(Metric(name=metric["name"], value=value, tags=metric["tags"]))
+    return TaskEntry(
+        name=meta["task"], version=meta["version"], status="ok", config=meta["config"],
+        config_hash=settings_hash(meta["config"], meta.get("limit"), meta.get("seed", 0), dtype, meta.get("data_source")),
+        seed=meta.get("seed", 0), metrics=metrics, counts=meta.get("counts", {}),
+        headline=Headline(**meta["headline"]) if meta.get("headline") else None,
+        summary=[Headline(**h) for h in meta.get("summary", [])],
+        info={"evaluated_with": f"lm-evaluation-harness {lm_eval_version}", "lm_eval_task": name,
+              "data_source": meta.get("data_source"), "task_card": meta.get("task_card")})
+
+
+def _version(pattern: str, text: str) -> str:
+    found = re.search(pattern, text or "")
+    return found.group(1) if found else "unknown"
+
+
+def import_results(path: Path, output_path: Path, model: str | None = None, name: str | None = None,
+                   allow_pickle: bool = False, trust_remote_code: bool = False) -> Path:
+    """Write the membench results file of the lm-eval results at `path`; returns its path.
+    `model` overrides the checkpoint lm-eval recorded (the same weights in another place), `name`
+    the display name."""
+    from harness.lm_eval_export import tokenizer_fingerprint
+    from harness.models import (ModelKind, ModelSpec, detect_kind, load_tokenizer, read_config, resolve_local_folder,
+                                weight_files, weights_identity)
+    from harness.runner import git_commit, results_stem
+
+    origin = str(path)
+    raw = parse_json_object(read_utf8(path), origin)
+    tasks = exported_tasks(raw, origin)
+    config = raw.get("config") or {}
+    args = model_args(config)
+    source = model or args.get("pretrained")
+    if not source:
+        raise UserError(f"{origin}: lm-eval recorded no `pretrained` model; name it with --model")
+    spec = ModelSpec(model=source, revision=None if model else args.get("revision"), allow_pickle=allow_pickle,
+                     trust_remote_code=trust_remote_code)
+    folder, identity_kind, revision = resolve_local_folder(spec)
+    kind = detect_kind(read_config(folder))
+    if kind is not ModelKind.CAUSAL_LM:
+        raise UserError(f"{source} is a {kind.value} model; the exported tasks score causal LMs")
+    fingerprint = tokenizer_fingerprint(load_tokenizer(folder, trust_remote_code))
+    for task_name, meta in tasks.items():
+        exported = meta.get("model", {}).get("tokenizer_fingerprint")
+        if exported != fingerprint:
+            raise UserError(f"{task_name} was exported with the tokenizer of {meta.get('model', {}).get('name')} "
+                            f"(fingerprint {exported}), but {source}'s tokenizer is {fingerprint}: its token "
+                            "counts do not apply; export again with --model " + source)
+    files = weight_files(folder, allow_pickle)
+    identity = revision if identity_kind == "hub-commit" else weights_identity(files)
+    dtype = str(config.get("model_dtype") or args.get("dtype") or "unknown").removeprefix("torch.")
+    lm_eval_version = str(raw.get("lm_eval_version") or "unknown")
+    results_of = raw["results"]
+    entries = [entry(task_name, meta, results_of.get(task_name) or {}, dtype, lm_eval_version)
+               for task_name, meta in tasks.items()]
+    env = str(raw.get("pretty_env_info") or "")
+    batch = str(config.get("batch_size") or "")
+    created = raw.get("date")
+    results = ResultsFile(
+        schema_version=1,
+        created_at=(_dt.datetime.fromtimestamp(float(created), _dt.timezone.utc) if isinstance(created, (int, float))
+                    else _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0),
+        harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
+        model=ModelInfo(name=name or _model_name(source, identity_kind, folder),
+                        source=source, revision=revision, identity=identity, identity_kind=identity_kind,
+                        kind=kind.value, dtype=dtype, device=str(config.get("device") or "unknown"),
+                        details={"evaluated_with": f"lm-evaluation-harness {lm_eval_version}", "model_args": args,
+                                 "weight_files": [p.name for p in files]}),
+        environment=Environment(python=_version(r"Python version: (\d+\.\d+\.\d+)", env),
+                                torch=_version(r"PyTorch version: (\S+)", env),
+                                transformers=str(raw.get("transformers_version") or "unknown"),
+                                platform=_version(r"python platform: ([a-z]+)", env.lower())),
+        run=RunSettings(batch_size=int(batch) if batch.isdigit() else 0, limit=next(iter(tasks.values())).get("limit"),
+                        seed=entries[0].seed),
+        tasks=entries,
+    )
+    out = Path(output_path) / f"{results_stem(results)}.json"
+    write_results(results, out)
+    return out
+
+
+def _model_name(source: str, identity_kind: str, folder: Path) -> str:
+    """As `membench evaluate` names a model: the hub id, or the local folder's name."""
+    return source if identity_kind == "hub-commit" else folder.resolve().name

@@ -1,0 +1,81 @@
+"""The LOSS membership attack as an lm-evaluation-harness task (`loglikelihood_rolling`).
+
+lm-eval returns a text's summed token log-probability (the first token conditioned on its prefix
+token, BOS or else EOS), not per-token values, so of this task's scores only LOSS (Yeom et al.
+2018; the mean token log-probability, `harness.metrics.loss_score`) can be computed there: each
+document carries its token count under the export's tokenizer and `doc_item` divides. Min-K%,
+Min-K%++ and zlib stay membench's own. AUC and TPR@FPR per prefix length are membench's
+`roc_auc` and `tpr_at_fpr`; the results import as the entry `loss_membership`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness import metrics as m
+from harness.lm_eval_export import ExportedMetric, LmEvalTask
+from harness.results import Headline
+from harness.text import truncate_words
+from tasks.mink_membership.data import MembershipData
+
+ENTRY = "loss_membership"
+
+
+def export(task, data: MembershipData, config, tokenizer, context: int | None) -> LmEvalTask:
+    """One document per (text, prefix length L) whose text has L words, with its token count."""
+    docs = []
+    for item in data.texts:
+        for length in config.lengths:
+            cut = truncate_words(item.text, length, config.language)
+            if cut is not None:
+                docs.append({"id": item.text_id, "label": item.label, "length": length, "text": cut})
+    counts = [len(ids) for ids in tokenizer([d["text"] for d in docs], add_special_tokens=False)["input_ids"]]
+    for doc, n in zip(docs, counts):
+        doc["n_tokens"] = n
+    docs = [d for d in docs if d["n_tokens"] > 0]
+    lengths = [length for length in config.lengths if any(d["length"] == length for d in docs)]
+    metrics = []
+    for length in lengths:
+        tags = {"score": "loss", "length": str(length)}
+        metrics.append(ExportedMetric(f"auc_{length}", "auc", tags, False))
+        metrics += [ExportedMetric(f"tpr@{level:g}fpr_{length}", f"tpr@{level:g}fpr", tags, False)
+                    for level in config.fpr_levels]
+    shown = 128 if 128 in lengths else max(lengths, default=128)
+    summary = [Headline(metric="auc", tags={"score": "loss", "length": str(length)},
+                        label=f"LOSS AUC, {length} words", better="lower") for length in lengths]
+    headline = next((h for h in summary if h.tags["length"] == str(shown)), summary[0] if summary else None)
+    notes = []
+    if context is not None:
+        long = sum(d["n_tokens"] + 1 > context for d in docs)
+        if long:
+            notes.append(f"{long} of {len(docs)} texts are longer than the model's context of {context} tokens: "
+                         "lm-eval scores them in disjoint rolling windows, membench in sliding windows of "
+                         "stride context/2, so their LOSS values differ")
+    settings = {"output_type": "loglikelihood_rolling", "doc_to_text": "", "doc_to_target": "text"}
+    return LmEvalTask(
+        name="membench_loss_membership", entry_name=ENTRY, version=task.VERSION,
+        config={**config.model_dump(mode="json"), "lengths": lengths, "scores": ["loss"]},
+        data_source=data.source, headline=headline, summary=summary, settings=settings, docs=docs,
+        metrics=metrics, module=__name__,
+        counts={"texts": len(data.texts), "documents": len(docs),
+                **{f"members@{n}": sum(d["label"] == 1 and d["length"] == n for d in docs) for n in lengths},
+                **{f"nonmembers@{n}": sum(d["label"] == 0 and d["length"] == n for d in docs) for n in lengths}},
+        notes=notes)
+
+
+def doc_item(doc: dict, results: list) -> list:
+    """[length, label, LOSS score]: the mean token log-probability (higher = more likely a member)."""
+    (loglikelihood,) = results
+    return [doc["length"], doc["label"], float(loglikelihood) / doc["n_tokens"]]
+
+
+def aggregate(items: list, name: str, tags: dict[str, str]) -> float | None:
+    """AUC or TPR@FPR of the LOSS scores at one prefix length; None with one class only."""
+    rows = [item for item in items if str(item[0]) == tags["length"]]
+    labels = np.array([row[1] for row in rows], dtype=int)
+    scores = np.array([row[2] for row in rows], dtype=float)
+    if len(set(labels.tolist())) < 2:
+        return None
+    if name == "auc":
+        return m.roc_auc(labels, scores)
+    return m.tpr_at_fpr(labels, scores, float(name.removeprefix("tpr@").removesuffix("fpr")))
