@@ -211,7 +211,7 @@ def cmd_export_lm_eval(args: argparse.Namespace) -> int:
         for note in task.notes:
             print(f"membench: warning: {task.name}: {note}", file=sys.stderr)
         print(f"{task.name}: {len(task.docs)} documents -> {args.folder / (task.name + '.yaml')}")
-    print(f"run: lm_eval --model hf --model_args pretrained={args.model} --include_path {args.folder} "
+    print(f"run: lm_eval --model hf --model_args pretrained={args.model},dtype=float32 --include_path {args.folder} "
           f"--tasks {','.join(t.name for t in tasks)} --output_path OUT")
     return 0
 
