@@ -82,8 +82,8 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
     `model` overrides the checkpoint lm-eval recorded (the same weights in another place), `name`
     the display name."""
     from harness.lm_eval_export import tokenizer_fingerprint
-    from harness.models import (ModelKind, ModelSpec, detect_kind, load_tokenizer, read_config, resolve_local_folder,
-                                weight_files, weights_identity)
+    from harness.models import (ModelKind, ModelSpec, default_name, detect_kind, load_tokenizer, read_config,
+                                resolve_local_folder, weight_files, weights_identity)
     from harness.runner import git_commit, results_stem
 
     origin = str(path)
@@ -122,7 +122,7 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
         created_at=(_dt.datetime.fromtimestamp(float(created), _dt.timezone.utc) if isinstance(created, (int, float))
                     else _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0),
         harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
-        model=ModelInfo(name=name or _model_name(source, identity_kind, folder),
+        model=ModelInfo(name=name or default_name(source, identity_kind, folder),
                         source=source, revision=revision, identity=identity, identity_kind=identity_kind,
                         kind=kind.value, dtype=dtype, device=str(config.get("device") or "unknown"),
                         details={"evaluated_with": f"lm-evaluation-harness {lm_eval_version}", "model_args": args,
@@ -139,7 +139,3 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
     write_results(results, out)
     return out
 
-
-def _model_name(source: str, identity_kind: str, folder: Path) -> str:
-    """As `membench evaluate` names a model: the hub id, or the local folder's name."""
-    return source if identity_kind == "hub-commit" else folder.resolve().name

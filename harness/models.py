@@ -225,6 +225,11 @@ def load_tokenizer(folder: Path, trust_remote_code: bool):
     return tokenizer
 
 
+def default_name(model: str, identity_kind: str, folder: Path) -> str:
+    """A model's display name unless the user gives one: the hub id, or the local folder's name."""
+    return model if identity_kind == "hub-commit" else folder.resolve().name
+
+
 def load(spec: ModelSpec) -> LoadedModel:
     """Load the checkpoint described by `spec` onto its device, in eval mode."""
     from safetensors import SafetensorError
@@ -252,7 +257,7 @@ def load(spec: ModelSpec) -> LoadedModel:
         device = ",".join(sorted({str(p.device) for p in model.parameters()}))  # where the layers went
     else:
         model.to(device).eval()
-    name = spec.name or (spec.model if identity_kind == "hub-commit" else folder.resolve().name)
+    name = spec.name or default_name(spec.model, identity_kind, folder)
     return LoadedModel(
         model=model, tokenizer=tokenizer, kind=kind, name=name, source=spec.model, revision=revision,
         identity=identity, identity_kind=identity_kind, device=device,
