@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness import metrics as m
+from harness.errors import UserError
 from harness.lm_eval_export import ExportedMetric, LmEvalTask
 from harness.results import Headline
 from harness.text import truncate_words
@@ -40,10 +41,13 @@ def export(task, data: MembershipData, config, tokenizer, context: int | None) -
         metrics.append(ExportedMetric(f"auc_{length}", "auc", tags, False))
         metrics += [ExportedMetric(f"tpr@{level:g}fpr_{length}", f"tpr@{level:g}fpr", tags, False)
                     for level in config.fpr_levels]
-    shown = 128 if 128 in lengths else max(lengths, default=128)
+    if not lengths:
+        raise UserError(f"{data.source}: no text has {min(config.lengths)} words, the shortest prefix length")
     summary = [Headline(metric="auc", tags={"score": "loss", "length": str(length)},
                         label=f"LOSS AUC, {length} words", better="lower") for length in lengths]
-    headline = next((h for h in summary if h.tags["length"] == str(shown)), summary[0] if summary else None)
+    # the length of mink_membership's headline when exported, else the longest
+    headline = next((h for h in summary if h.tags["length"] == task.HEADLINE.tags["length"]),
+                    max(summary, key=lambda h: int(h.tags["length"])))
     notes = []
     if context is not None:
         long = sum(d["n_tokens"] + 1 > context for d in docs)
