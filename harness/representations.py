@@ -5,7 +5,9 @@
 - Contextual: the hidden states of one layer at the span's tokens, pooled. `layer` indexes the
   model's `hidden_states` tuple: 0 is the embedding layer's output, -1 (default) the last layer.
   Encoders, masked LMs, token classifiers and causal LMs run their base model (no LM head);
-  seq2seq models run their encoder only.
+  encoder-decoder models (T5, BART, T5EncoderModel) run their encoder only. A causal LM reads
+  [BOS] + the text's tokens (`harness.scoring.causal_start_token`, the rule its scores follow);
+  the other kinds read the text with the tokenizer's special tokens ([CLS] ... [SEP]).
 - Pooling: `mean` over the span's tokens, or `first` (the span's first subword token).
 Spans are aligned to tokens by character offsets (`harness.spans`); special tokens never belong
 to a span. A span covering a whole text gives a sentence vector (the mean pooling of SEAT, May et
@@ -22,8 +24,8 @@ import torch
 
 from harness.distributed import run_batches
 from harness.errors import UserError
-from harness.models import ModelKind
-from harness.scoring import model_context, right_pad
+from harness.models import ModelKind, text_config
+from harness.scoring import causal_start_token, model_context, right_pad
 from harness.spans import Span, align_spans, length_batches
 
 # The model kinds whose word vectors these functions read (token classifiers would work too, but
@@ -54,10 +56,19 @@ def static_span_vectors(model, tokenizer, texts: list[str], spans: list[list[Spa
             for row, found in zip(ids, positions)]
 
 
+def hidden_state_module(model):
+    """The module whose `hidden_states` are read: the encoder of an encoder-decoder model (T5, BART,
+    and a T5EncoderModel), else the base model without its head (for a multimodal wrapper, the
+    model whose text part runs on text alone)."""
+    if getattr(model.config, "is_encoder_decoder", False):
+        return model.get_encoder()
+    return model.base_model
+
+
 def hidden_layer_count(model, kind: ModelKind) -> int:
     """How many entries the model's `hidden_states` has: its layers plus the embedding output."""
-    config = model.config
-    if kind is ModelKind.SEQ2SEQ:
+    config = text_config(model.config)
+    if getattr(config, "is_encoder_decoder", False):
         layers = getattr(config, "encoder_layers", None) or getattr(config, "num_layers", None)
     else:
         layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
@@ -83,9 +94,10 @@ def contextual_span_vectors(model, kind: ModelKind, tokenizer, texts: list[str],
     index = check_layer(model, kind, layer)
     keys = [(text, tuple(text_spans)) for text, text_spans in zip(texts, spans)]
     distinct = list(dict.fromkeys(keys))
+    start = causal_start_token(tokenizer) if kind is ModelKind.CAUSAL_LM else None
     ids, positions = align_spans(tokenizer, [text for text, _ in distinct], [list(s) for _, s in distinct],
-                                 model_context(model))
-    body = model.get_encoder() if kind is ModelKind.SEQ2SEQ else model.base_model
+                                 model_context(model), start)
+    body = hidden_state_module(model)
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 

@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 import harness
 from harness import cache, distributed, models
-from harness.errors import UserError
+from harness.errors import UserError, warn
 from harness.identity import board_key
 from harness.io import atomic_write_text, canonical_json, sha256_file, sha256_text
 from harness.results import (SCHEMA_VERSION, Environment, HarnessInfo, ModelInfo, ResultsFile, RunSettings,
                              TaskEntry, load_results, safe_file_stem, write_results)
-from harness.task import RunContext, Task, TaskConfig
+from harness.task import LimitTooSmall, RunContext, Task, TaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,9 @@ class EvaluateOptions:
     # Leave an existing results file of the same name alone when its numbers are the same
     # (`same_numbers`): `membench run` on another machine then changes nothing it reproduced.
     keep_unchanged: bool = False
+    # `--tasks all`: a task that cannot score this model (its `check_model` refuses it) is skipped
+    # with the reason, not an error, and a task of another model kind is skipped without a warning.
+    all_tasks: bool = False
 
 
 def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
@@ -70,14 +73,47 @@ def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype:
     return sha256_text(canonical_json(payload))[:16]
 
 
+def skip_reasons(tasks: list[Task], configs: list[TaskConfig], data: list[Any], lm: models.LoadedModel,
+                 options: EvaluateOptions) -> list[str | None]:
+    """Why each task is skipped (None: it runs), with a warning on stderr for every skip but a model
+    kind the task does not score under `--tasks all`.
+
+    A task is skipped when `--limit` left it too little data (`LimitTooSmall`), when it does not
+    score models of this kind, and, under `--tasks all`, when its `check_model` refuses the model;
+    a task named on purpose whose `check_model` refuses the model is an error."""
+    reasons = []
+    for task, config, loaded in zip(tasks, configs, data):
+        reason, expected = (str(loaded), False) if isinstance(loaded, LimitTooSmall) else (task.skip_reason(lm), True)
+        if reason is None:
+            try:
+                task.check_model(lm, config)
+            except UserError as err:
+                if not options.all_tasks:
+                    raise
+                reason, expected = str(err), False
+        if reason and not (expected and options.all_tasks) and distributed.is_main():
+            warn(f"{task.NAME} skipped: {reason}")
+        reasons.append(reason)
+    return reasons
+
+
+def load_task_data(task: Task, config: TaskConfig, context: RunContext) -> Any:
+    """The task's data, or the `LimitTooSmall` error when `--limit` leaves it too little."""
+    try:
+        return task.load_data(config, context)
+    except LimitTooSmall as err:
+        return err
+
+
 def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, context: RunContext,
-             options: EvaluateOptions) -> tuple[TaskEntry, str]:
-    """The task's entry (from the cache when it finished before) and its samples as JSONL."""
+             options: EvaluateOptions, reason: str | None = None) -> tuple[TaskEntry, str]:
+    """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
+    entry when `reason` says why the task cannot run (`skip_reasons`)."""
     source = getattr(data, "source", None)
     digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, seed=options.seed)
-    reason = task.skip_reason(lm)
+    reason = reason or task.skip_reason(lm)
     if reason:
         log.info("skipping %s: %s", task.NAME, reason)
         return TaskEntry(status="skipped", skip_reason=reason, **base), ""
@@ -116,15 +152,13 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
                          progress=options.progress if distributed.is_main() else False)
     with distributed.main_first():
-        datasets = [task.load_data(config, context) for task, config in zip(instances, configs)]
+        datasets = [load_task_data(task, config, context) for task, config in zip(instances, configs)]
     with distributed.main_first():
         lm = models.load(spec)
-    for task, config in zip(instances, configs):
-        if task.skip_reason(lm) is None:
-            task.check_model(lm, config)
+    reasons = skip_reasons(instances, configs, datasets, lm, options)
     entries, samples = [], []
-    for task, config, data in zip(instances, configs, datasets):
-        entry, jsonl = run_task(task, lm, data, config, context, options)
+    for task, config, data, reason in zip(instances, configs, datasets, reasons):
+        entry, jsonl = run_task(task, lm, data, config, context, options, reason)
         entries.append(entry)
         samples.append(jsonl)
     results = ResultsFile(

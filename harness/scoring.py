@@ -2,7 +2,8 @@
 
 `next_token_logprobs`: log p(. | context) over the vocabulary after one token sequence.
 `causal_token_logprobs`: per-token log-probabilities log p(x_t | x_<t) of texts under a causal LM.
-- A BOS token is prepended when the tokenizer defines one, so the first text token is scored too;
+- A BOS token is prepended when the tokenizer defines one (`causal_start_token`: the same rule as
+  for hidden states), so the first text token is scored too;
   without one (or with `add_start=False`: MIMIR's and the Min-K% / Min-K%++ code's convention on
   GPT-2-style tokenizers) the first token has no context and is not scored. Both
   are recorded (`ScoringInfo`).
@@ -62,11 +63,25 @@ class _Row:
     offset: int        # index in that sequence's score array of the row's first target
 
 
+def causal_start_token(tokenizer) -> int | None:
+    """The token a causal LM sees before every text membench runs through it: the tokenizer's BOS
+    when it defines one (GPT-2's <|endoftext|>, Llama's <s>, Gemma's <bos>), whether or not the
+    tokenizer adds it itself; None when it defines none (then a text starts with its own first
+    token). The one rule for scoring (`causal_token_logprobs`), generation and hidden states
+    (`harness.representations`): a text is always [BOS] + its tokens without special tokens."""
+    return tokenizer.bos_token_id
+
+
+def token_text(tokenizer, token_id: int | None) -> str | None:
+    """The vocabulary entry of `token_id` (per-sample logs show which start token a text had), or None."""
+    return None if token_id is None else tokenizer.convert_ids_to_tokens(int(token_id))
+
+
 def encode_with_bos(tokenizer, texts: list[str], start_token: int | None = None,
                     add_start: bool = True) -> tuple[list[list[int]], int | None]:
-    """Token ids of each text (no special tokens), with `start_token` (default: the tokenizer's BOS,
-    if it has one) prepended unless `add_start` is False."""
-    bos = (tokenizer.bos_token_id if start_token is None else start_token) if add_start else None
+    """Token ids of each text (no special tokens), with `start_token` (default:
+    `causal_start_token`) prepended unless `add_start` is False."""
+    bos = (causal_start_token(tokenizer) if start_token is None else start_token) if add_start else None
     encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
     prefix = [bos] if bos is not None else []
     return [prefix + list(ids) for ids in encoded], bos

@@ -23,11 +23,14 @@ def span_token_indices(offsets: list[tuple[int, int]], special: list[int], start
                      if not s and b > a and a < end and b > start], dtype=np.int64)
 
 
-def align_spans(tokenizer, texts: list[str], spans: list[list[Span]], context: int
-                ) -> tuple[list[list[int]], list[list[np.ndarray]]]:
+def align_spans(tokenizer, texts: list[str], spans: list[list[Span]], context: int,
+                start_token: int | None = None) -> tuple[list[list[int]], list[list[np.ndarray]]]:
     """Token ids of each text (special tokens included) and, for each of its spans, the indices of
     the span's tokens.
 
+    With `start_token` (a causal LM's, `harness.scoring.causal_start_token`) each text is that token
+    followed by the text's tokens without the tokenizer's own special tokens: what a causal LM is
+    scored on. Otherwise the tokenizer adds its special tokens ([CLS] ... [SEP], <s> ... </s>).
     A text longer than `context` tokens, or a span that covers no token, is a `UserError`; so is a
     slow tokenizer, which has no character offsets.
     """
@@ -39,19 +42,22 @@ def align_spans(tokenizer, texts: list[str], spans: list[list[Span]], context: i
     backend = copy.deepcopy(tokenizer.backend_tokenizer)
     backend.no_truncation()
     backend.no_padding()
-    encodings = backend.encode_batch(list(texts), add_special_tokens=True)
+    encodings = backend.encode_batch(list(texts), add_special_tokens=start_token is None)
     ids, positions = [], []
     for text, encoding, text_spans in zip(texts, encodings, spans):
-        if len(encoding.ids) > context:
-            raise UserError(f"a text is {len(encoding.ids)} tokens long, over the model's context of {context}: "
+        row, offsets, special = encoding.ids, encoding.offsets, encoding.special_tokens_mask
+        if start_token is not None:
+            row, offsets, special = [start_token] + row, [(0, 0)] + offsets, [1] + special
+        if len(row) > context:
+            raise UserError(f"a text is {len(row)} tokens long, over the model's context of {context}: "
                             f"{text[:60]!r}")
         found = []
         for start, end in text_spans:
-            where = span_token_indices(encoding.offsets, encoding.special_tokens_mask, start, end)
+            where = span_token_indices(offsets, special, start, end)
             if len(where) == 0:
                 raise UserError(f"characters {start}-{end} of {text[:60]!r} cover no token")
             found.append(where)
-        ids.append(encoding.ids)
+        ids.append(row)
         positions.append(found)
     return ids, positions
 

@@ -32,6 +32,11 @@ class TaskConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class LimitTooSmall(UserError):
+    """`--limit` leaves a task too little data to compute its metrics (membership inference with one
+    class, say). The runner skips that task with this message as its reason; the data is fine."""
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Runner settings a task may use; none of them may change what a text scores."""

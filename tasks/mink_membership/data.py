@@ -9,6 +9,7 @@ from harness.data import HubDataset, membership_label
 from harness.errors import UserError
 from harness.io import read_jsonl_objects
 from harness.models import looks_like_path
+from harness.task import LimitTooSmall
 from harness.reference.corpus import corpus_of_data, reference_corpus
 
 TEXT_COLUMNS = ("text", "input")
@@ -66,6 +67,9 @@ def load_membership_data(data: str, split: str, text_column: str | None, label_c
     else:
         texts, source = read_hub(data, split, text_column, label_column), f"hub dataset {data} ({split})"
     if limit is not None:
+        if limit < 2:
+            raise LimitTooSmall(f"--limit {limit} keeps fewer than one member and one non-member; "
+                                "membership inference needs both (use --limit 2 or more)")
         members = [t for t in texts if t.label == 1][: (limit + 1) // 2]
         others = [t for t in texts if t.label == 0][: limit // 2]
         kept = {id(t) for t in members + others}

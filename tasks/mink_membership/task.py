@@ -17,7 +17,7 @@ from pydantic import Field, PositiveInt
 from harness import metrics as m
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
-from harness.scoring import TokenScores, causal_token_logprobs
+from harness.scoring import TokenScores, causal_token_logprobs, token_text
 from harness.task import RunContext, Task, TaskConfig, TaskResult, register
 from harness.text import truncate_words
 from tasks.mink_membership.data import MembershipData, load_membership_data
@@ -117,6 +117,7 @@ class MinkMembership(Task):
             stride=config.stride, distribution_stats=True, progress=context.progress,
             add_start=config.first_token == "score")
         names = score_names(config.k_percents)
+        start = token_text(model.tokenizer, scoring.bos_token_id)
         samples, counts, metrics_out, non_finite = [], {}, [], {}
         per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
         no_token = dict.fromkeys(config.lengths, 0)
@@ -127,7 +128,7 @@ class MinkMembership(Task):
             values = text_scores(prefixes[i, length], scores, config.k_percents)
             per_length[length].append((data.texts[i].label, values))
             samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
-                            "n_tokens": int(len(scores.logprobs)),
+                            "start_token": start, "n_tokens": int(len(scores.logprobs)),
                             "scores": {k: v if math.isfinite(v) else None for k, v in values.items()}})
         for length in config.lengths:
             rows = per_length[length]

@@ -12,6 +12,7 @@ from harness import metrics as m
 from harness.generation import greedy_continuations
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
+from harness.scoring import token_text
 from harness.task import RunContext, Task, TaskConfig, TaskResult, register
 from tasks.paywall_memorization.data import Example, PaywallData, load_paywall_data
 
@@ -92,7 +93,9 @@ class PaywallMemorization(Task):
             subset = [examples[i] for i in chosen]
             metrics_out += summary(subset, eidetic[chosen], approximate[chosen], {"group": group, "bin": "all"})
             metrics_out += binned(subset, eidetic[chosen], approximate[chosen], group, config.n_bins)
-        samples = [{"id": e.article_id, "label": e.label, "public_words": e.public_words, "reference": e.reference,
+        start = token_text(tokenizer, info.bos_token_id)
+        samples = [{"id": e.article_id, "label": e.label, "start_token": start, "public_words": e.public_words,
+                    "reference": e.reference,
                     "generation": g, "eidetic": int(f), "approximate": float(a),
                     "sentence_end_found": e.sentence_end_found}
                    for e, g, f, a in zip(examples, generations, eidetic, approximate)]

@@ -1,0 +1,99 @@
+"""Every model family users submit loads as the right kind and runs `--tasks all`: each task is ok
+or skipped with a reason, never a traceback (issue 16). The checkpoints are tiny and random
+(`model_families`), built once per test cache; settings that only set how much work a task does
+are turned down so the whole matrix takes a minute or two of CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness import models, runner
+from harness.task import select
+from model_families import FAMILIES, build_family
+
+# Only the amount of work: permutations, probe repetitions and sizes, fine-tuning runs and epochs.
+CHEAP = {"permutation_samples": 100, "max_exact_partitions": 100, "train_sizes": (4,), "repetitions": 1,
+         "probes": ("linear",), "control": False, "finetune_seeds": 1, "epochs": (1,), "bootstrap_resamples": 10,
+         "lengths": (8,), "tests": ("weat1",)}
+LIMIT = 2
+
+
+@pytest.fixture(scope="module")
+def family_root(membench_cache) -> Path:
+    root = Path(os.environ["MEMBENCH_CACHE"]) / "model-families"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def all_tasks():
+    return select("all")
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
+def test_family_runs_every_task_it_can(family, family_root, all_tasks, tmp_path, capsys):
+    folder = build_family(family, family_root)
+    options = runner.EvaluateOptions(output_path=tmp_path, limit=LIMIT, log_samples=True, progress=False,
+                                     all_tasks=True)
+    path = runner.evaluate(models.ModelSpec(model=str(folder)), all_tasks, CHEAP, options)
+    results = json.loads(path.read_text())
+    assert results["model"]["kind"] == family.kind
+    status = {entry["name"]: entry for entry in results["tasks"]}
+    ran = {name for name, entry in status.items() if entry["status"] == "ok"}
+    assert ran == family.tasks, {name: entry.get("skip_reason") for name, entry in status.items()}
+    for entry in status.values():
+        if entry["status"] == "skipped":
+            assert entry["skip_reason"]
+        else:
+            assert entry["metrics"], entry["name"]
+    warnings = capsys.readouterr().err
+    if family.architectures == []:  # the kind came from model_type: the user is told
+        assert "names no architecture" in warnings
+    if family.kind == "causal-lm":
+        tokenizer = models.load_tokenizer(folder, trust_remote_code=False)
+        for task in ("mink_membership", "paywall_memorization"):
+            samples = [json.loads(line) for line in (tmp_path / status[task]["samples_file"]).read_text().splitlines()]
+            assert samples and {s["start_token"] for s in samples} == {family.start_token}
+        assert tokenizer.bos_token == family.start_token
+
+
+def test_original_t5_config_is_seq2seq():
+    config = {"architectures": ["T5WithLMHeadModel"], "model_type": "t5", "is_encoder_decoder": True}
+    assert models.detect_kind(config) is models.ModelKind.SEQ2SEQ
+
+
+def test_multimodal_wrapper_is_causal():
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": {}}
+    assert models.detect_kind(config) is models.ModelKind.CAUSAL_LM
+    for architecture, model_type in (("LlavaForConditionalGeneration", "llava"),
+                                     ("Mistral3ForConditionalGeneration", "mistral3"),
+                                     ("Qwen2VLForConditionalGeneration", "qwen2_vl")):
+        config = {"architectures": [architecture], "model_type": model_type, "text_config": {}}
+        assert models.detect_kind(config) is models.ModelKind.CAUSAL_LM, architecture
+
+
+def test_kind_from_model_type_is_a_guess_said_aloud():
+    kind, note = models.detect_kind_with_note({"model_type": "gpt2"})
+    assert kind is models.ModelKind.CAUSAL_LM and "model_type 'gpt2'" in note
+    assert models.detect_kind_with_note({"model_type": "bert"})[0] is models.ModelKind.MASKED_LM
+    assert models.detect_kind_with_note({"model_type": "t5", "is_encoder_decoder": True})[0] is models.ModelKind.SEQ2SEQ
+    kind, note = models.detect_kind_with_note({"model_type": "no-such-type"})
+    assert kind is models.ModelKind.ENCODER and "--model-kind" in note
+    assert models.detect_kind_with_note({"architectures": ["BertForMaskedLM"]}) == (models.ModelKind.MASKED_LM, None)
+
+
+def test_unknown_architecture_name_falls_back_on_its_suffix():
+    assert models.detect_kind({"architectures": ["MyRemoteForCausalLM"]}) is models.ModelKind.CAUSAL_LM
+    assert models.detect_kind({"architectures": ["MyRemoteWithLMHeadModel"], "is_encoder_decoder": True}) \
+        is models.ModelKind.SEQ2SEQ
+
+
+def test_architectures_must_be_a_list_of_names():
+    from harness.errors import UserError
+
+    with pytest.raises(UserError, match="architectures"):
+        models.detect_kind({"architectures": 5})
