@@ -68,6 +68,15 @@ class Example:
         builds its queries (`context.replace("BLANK", insertion + mask)`)."""
         return self.context.replace(BLANK, filler)
 
+    def filled_span(self, word: str) -> tuple[str, int, int]:
+        """The context with every BLANK replaced by `word` (`context_filled`) and the character span
+        [start, end) of the word at the (last) BLANK, the one `context_with` gives the filler."""
+        words = self.context.split(" ")
+        position = self._blank_position()
+        before = " ".join(w.replace(BLANK, word) for w in words[:position])
+        start = len(before) + (1 if position else 0) + words[position].index(BLANK)
+        return self.context_filled(word), start, start + len(word)
+
     def context_with(self, label: str, filler: str) -> str:
         """The context with its (last) BLANK replaced by `filler` and any other BLANK by the template
         word of `label` (2 dev-set contexts have two BLANKs): the seq2seq scorer's source."""

@@ -2,8 +2,9 @@
 
 Nadeem, Bethke & Reddy 2020 ("StereoSet: Measuring stereotypical bias in pretrained language
 models"), the intrasentence (fill-in-the-BLANK) part of the dev set, scored as the official code
-does for masked and causal LMs (`--causal-context bos`: membench v1's one-pass causal score) and
-as Yoon & Lee did for seq2seq models. Definitions: README.md.
+does for masked and causal LMs (`--causal-context bos`: membench v1's one-pass causal score), as
+Yoon & Lee did for T5-style seq2seq models (sentinel tokens), and as BART was pretrained for
+BART-style ones (a mask token; the whole sentence as target). Definitions: README.md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
 from harness.task import RunContext, Task, TaskConfig, TaskResult, register
 from tasks.stereoset.data import DEFAULT, DOMAINS, LABELS, StereoSetData, load_stereoset
-from tasks.stereoset.scoring import option_scores, seq2seq_blank_token, start_token
+from tasks.stereoset.scoring import option_scores, seq2seq_rule, start_token
 
 
 class StereoSetConfig(TaskConfig):
@@ -49,7 +50,7 @@ def domain_metrics(examples, scores: np.ndarray) -> list[Metric]:
 @register
 class StereoSet(Task):
     NAME = "stereoset"
-    VERSION = 2
+    VERSION = 3
     DESCRIPTION = "StereoSet intrasentence: stereotype score SS, language-modeling score LMS and ICAT per domain"
     MODEL_KINDS = frozenset({ModelKind.MASKED_LM, ModelKind.CAUSAL_LM, ModelKind.SEQ2SEQ})
     HEADLINE = Headline(metric="icat", tags={"domain": "all"}, label="ICAT", better="higher")
@@ -65,7 +66,7 @@ class StereoSet(Task):
         if model.kind is ModelKind.MASKED_LM and model.tokenizer.mask_token_id is None:
             raise UserError(f"{model.name}: a masked LM whose tokenizer has no mask token cannot be scored")
         if model.kind is ModelKind.SEQ2SEQ:
-            seq2seq_blank_token(model.tokenizer)
+            seq2seq_rule(model.tokenizer)
         if model.kind is ModelKind.CAUSAL_LM:
             start_token(model.tokenizer, config.causal_context)
 
