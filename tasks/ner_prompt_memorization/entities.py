@@ -27,7 +27,6 @@ LABEL_STEMS = {"PER": ("PER", "PERSON"), "LOC": ("LOC", "LOCATION"), "ORG": ("OR
 _ALIASES = {stem: entity_type for entity_type, stems in LABEL_STEMS.items() for stem in stems}
 _FILE_NAME = re.compile(r"(per|loc|org|misc)_names(?![a-z])", re.IGNORECASE)  # per_names.json, loc_names_v2.json
 
-
 PREFIXES = ("B", "I", "E", "S", "L", "U")  # the order in which a type's labels are listed
 _LABEL = re.compile(r"(?:([BIESLU])[-_])?([A-Z]+)")  # upper-cased: B-PER, I_PERSON, S-PER, PER, ...
 
@@ -47,6 +46,8 @@ def entity_label_set(id2label: dict, entity_type: str, model_name: str = "the mo
     bare or after one of the prefixes B, I, E, S, L, U and `-` or `_`, case-insensitive.
 
     The scheme: only bare labels: IO; prefixes among B, I: BIO; with E or S: IOBES; with L or U: BILOU.
+    The task reads a token's probability of being the type as the max of P(l) over these labels l
+    (BIO: max(P(B-X), P(I-X)), the paper's rule; a max, not a sum, so BIO numbers are the paper's).
     A `UserError` when there is no such label (naming the labels the model has) or when the labels
     are ambiguous: the type under two names (B-PER and B-PERSON), one label under two ids (B-PER
     twice, or B-PER and b_per), bare and prefixed labels together (PER and B-PER), or IOBES and
