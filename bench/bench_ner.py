@@ -72,7 +72,7 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     lm = load(ModelSpec(str(checkpoint_folders(build_ner())[-1]), device="cpu"))
-    labels, _ = entity_labels(lm, "PER")
+    labels = entity_labels(lm, "PER").ids
     layout = NerBuildConfig().names().as_layout()
     names = [n for split in layout.values() for side in split.values() for n in side[: args.names]]
     prompts = [p.text for p in builtin_prompts().typed[:: max(1, 440 // args.prompts)]][: args.prompts]

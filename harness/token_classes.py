@@ -22,15 +22,6 @@ from harness.scoring import model_context, right_pad
 from harness.spans import align_spans, length_batches
 
 
-def label_ids(id2label: dict, wanted: tuple[str, ...]) -> list[int]:
-    """The ids of the `wanted` label names (case-insensitive) in a model's `id2label`."""
-    by_name = {str(name).upper(): int(i) for i, name in id2label.items()}
-    missing = [name for name in wanted if name.upper() not in by_name]
-    if missing:
-        raise KeyError(missing[0])
-    return [by_name[name.upper()] for name in wanted]
-
-
 @torch.no_grad()
 def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, int]], labels: list[int],
                      batch_size: int = 64, progress: bool | None = None, desc: str = "classifying") -> list[np.ndarray]:

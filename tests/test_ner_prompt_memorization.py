@@ -22,6 +22,8 @@ from harness.results import load_results
 from harness.token_classes import span_label_probs
 from tasks.ner_prompt_memorization import prompts as P
 from tasks.ner_prompt_memorization import strategies as st
+from tasks.ner_prompt_memorization.entities import entity_label_set
+from tasks.ner_prompt_memorization.task import entity_labels
 from tests.conftest import assert_user_error
 
 TINY_SENTENCES = ["Anna Berg met Tom Diaz in Oslo .", "The bank said profits rose .", "Have you seen Lee Park ?"] * 4
@@ -268,6 +270,11 @@ def test_paper_layout_file_runs_every_strategy_and_analysis(tmp_path, tiny_ner, 
     assert {"kendall_tau", "kendall_p", "cochran_q", "cochran_p"} <= {x["name"] for x in entry["metrics"]}
     samples = [json.loads(line) for line in (tmp_path / "out" / entry["samples_file"]).read_text().splitlines()]
     assert len(samples) == 12 and len(entry["item_scores"]["test_m_mem_by_prompt"]) == 12
+    # a BIO model: B-PER and I-PER are read, as in v2 (same text)
+    assert entry["version"] == 3
+    assert entry["info"]["confidence"] == ("mean over the name's subword tokens of max(P(B-PER), P(I-PER)), "
+                                           "softmax in float64; ties count 1/2")
+    assert entry["info"]["labels"] == ["B-PER", "I-PER"] and entry["info"]["label_scheme"] == "BIO"
     best = max(samples, key=lambda s: s["dev_m_mem"])
     assert metric(entry, "m_mem", strategy="opt_best") == pytest.approx(best["test_m_mem"])
     for strategy in ("pte_best", "pte_worst"):
@@ -365,7 +372,7 @@ def test_a_model_without_person_labels_is_a_clear_error(capsys, tmp_path, paper_
     out = tmp_path / "out"
     assert_user_error(capsys, ["evaluate", "--model", str(model), "--tasks", "ner_prompt_memorization",
                                "--names", str(paper_file), "--output-path", str(out)], out,
-                      "needs B-PER and I-PER labels", "B-LOC")
+                      "needs PER labels in the model's id2label", "B-PER and I-PER", "has: O, B-LOC, I-LOC")
     assert_user_error(capsys, ["evaluate", "--model", str(model), "--tasks", "ner_prompt_memorization",
                                "--names", str(tmp_path / "missing.json"), "--output-path", str(out)], out,
                       "name file not found")
@@ -387,6 +394,7 @@ def test_loc_names_are_scored_with_the_loc_labels(tmp_path, tiny_ner, paper_file
     assert entry["config"]["entity_type"] == "LOC"
     assert {tuple(x) for x in seen} == {(ner_data.LABELS.index("B-LOC"), ner_data.LABELS.index("I-LOC"))}
     assert "max(P(B-LOC), P(I-LOC))" in entry["info"]["confidence"]
+    assert entry["info"]["labels"] == ["B-LOC", "I-LOC"] and entry["info"]["label_scheme"] == "BIO"
 
 
 @pytest.mark.parametrize("file_name, declared, flags, needles", [
@@ -423,7 +431,8 @@ def test_other_entity_types_need_their_own_names_prompts_and_labels(capsys, tmp_
     per_only = save_tiny_ner(tmp_path / "per-only", labels=("O", "B-PER", "I-PER"))
     assert_user_error(capsys, ["evaluate", "--model", str(per_only), "--tasks", "ner_prompt_memorization",
                                "--entity-type", "ORG", "--names", str(paper_file), "--prompts", str(paper_file),
-                               "--output-path", str(out)], out, "needs B-ORG and I-ORG labels", "has: O, B-PER, I-PER")
+                               "--output-path", str(out)], out, "needs ORG labels", "B-ORG and I-ORG",
+                      "has: O, B-PER, I-PER")
 
 
 def test_repeated_names_are_scored_once_and_reported(tmp_path, tiny_ner, paper_file, caplog):
@@ -437,6 +446,96 @@ def test_repeated_names_are_scored_once_and_reported(tmp_path, tiny_ner, paper_f
     assert entry["counts"]["dev_in"] == 6 and entry["counts"]["duplicate_names"] == 2
     assert entry["info"]["duplicate_names"] == {"dev.in_train": {repeated: 3}}
     assert any("2 repeated names" in r.getMessage() and repr(repeated) in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------- label schemes
+
+@pytest.mark.parametrize("labels, entity_type, names, scheme", [
+    (("O", "PER", "LOC"), "PER", ["PER"], "IO"),
+    (ner_data.LABELS, "PER", ["B-PER", "I-PER"], "BIO"),
+    (("O", "B-PERSON", "I-PERSON", "B-GPE", "I-GPE"), "PER", ["B-PERSON", "I-PERSON"], "BIO"),  # OntoNotes
+    (("O", "S-PER", "E-PER", "I-PER", "B-PER", "S-LOC"), "PER", ["B-PER", "I-PER", "E-PER", "S-PER"], "IOBES"),
+    (("O", "u_loc", "b_loc", "i_loc", "l_loc", "U-PER"), "LOC", ["b_loc", "i_loc", "l_loc", "u_loc"], "BILOU"),
+    (("O", "B-ORGANIZATION", "I-ORGANIZATION", "B-ORGANIZATIONS"), "ORG", ["B-ORGANIZATION", "I-ORGANIZATION"],
+     "BIO"),
+    (("O", "MISC", "PER"), "MISC", ["MISC"], "IO"),
+])
+def test_the_labels_of_an_entity_type_and_their_scheme(labels, entity_type, names, scheme):
+    found = entity_label_set(dict(enumerate(labels)), entity_type)
+    assert found.names == names and found.scheme == scheme
+    assert found.ids == [labels.index(name) for name in names]
+
+
+@pytest.mark.parametrize("labels, needles", [
+    (("O", "B-PER", "I-PER", "B-PERSON", "I-PERSON"), ["marks PER under 2 names", "PER: B-PER, I-PER",
+                                                       "PERSON: B-PERSON, I-PERSON"]),
+    (("O", "B-PER", "I-PER", "B-PER"), ["the same label under several ids", "B-PER, B-PER (ids 1, 3)"]),
+    (("O", "B-PER", "i_per", "I-PER"), ["the same label under several ids", "i_per, I-PER (ids 2, 3)"]),
+    (("O", "PER", "B-PER", "I-PER"), ["both bare and with a prefix", "PER, B-PER, I-PER"]),
+    (("O", "B-PER", "S-PER", "U-PER"), ["mixes IOBES (E-, S-) and BILOU (L-, U-)", "B-PER, S-PER, U-PER"]),
+])
+def test_ambiguous_label_sets_are_one_line_errors_naming_the_labels(capsys, tmp_path, paper_file, labels, needles):
+    model = save_tiny_ner(tmp_path / "ambiguous", labels=labels)
+    out = tmp_path / "out"
+    assert_user_error(capsys, ["evaluate", "--model", str(model), "--tasks", "ner_prompt_memorization",
+                               "--names", str(paper_file), "--prompts", str(paper_file), "--output-path", str(out)],
+                      out, "ner_prompt_memorization --entity-type PER", *needles)
+
+
+def test_bio_confidences_are_the_max_of_b_and_i_as_in_v2(tiny_ner):
+    """The BIO path reads B-PER and I-PER only: the confidence is, bit for bit, the mean over the
+    name's tokens of max(P(B-PER), P(I-PER)) (v2's rule), also against one unbatched forward pass."""
+    lm = load(ModelSpec(str(tiny_ner)))
+    b, i = ner_data.LABELS.index("B-PER"), ner_data.LABELS.index("I-PER")
+    labels = entity_labels(lm, "PER")
+    assert labels.ids == [b, i] and labels.scheme == "BIO"
+    prompts, names = ["I met MASK .", "MASK won the race ."], ["Anna Berg", "Tom Diaz", "Lee Park", "Oslo"]
+    conf = st.ConfidenceTable(lm.model, lm.tokenizer, labels.ids, 3, False).get(prompts, names)
+    filled = [P.fill(prompt, name) for prompt in prompts for name in names]
+    probs = span_label_probs(lm.model, lm.tokenizer, [t for t, _ in filled], [span for _, span in filled], [b, i],
+                             batch_size=3)
+    assert conf.ravel().tolist() == [float(np.maximum(p[:, 0], p[:, 1]).mean()) for p in probs]
+    for (text, (start, end)), value in zip(filled, conf.ravel()):
+        encoded = lm.tokenizer(text, return_offsets_mapping=True)
+        with torch.no_grad():
+            logits = lm.model(input_ids=torch.tensor([encoded["input_ids"]])).logits[0].double()
+        inside = [k for k, (s, e) in enumerate(encoded["offset_mapping"]) if e > s and s < end and e > start]
+        p = torch.softmax(logits, -1)[inside]
+        assert value == pytest.approx(float(torch.maximum(p[:, b], p[:, i]).mean()), abs=1e-6)
+
+
+@pytest.mark.parametrize("labels, tag", [
+    (("O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"), "S-PER"),
+    (("O", "B-PER", "I-PER", "L-PER", "U-PER"), "U-PER"),
+    (("O", "PER", "LOC"), "PER"),
+])
+def test_a_confident_single_token_person_tagger_gets_confidence_near_one(tmp_path, labels, tag):
+    """The head is set so that every token is `tag` (S-PER, U-PER, PER) with P = 1 - (k-1) e^-30: a
+    single-token name is a person beyond doubt. v2 read B-PER and I-PER only (P ~ e^-30 each)."""
+    lm = load(ModelSpec(str(save_tiny_ner(tmp_path / "tagger", labels=labels))))
+    with torch.no_grad():
+        lm.model.classifier.weight.zero_()
+        lm.model.classifier.bias.zero_()
+        lm.model.classifier.bias[labels.index(tag)] = 30.0
+    names = ["Tom", "Anna", "Lee", "Oslo"]
+    probs = span_label_probs(lm.model, lm.tokenizer, [f"I met {n} ." for n in names],
+                             [(6, 6 + len(n)) for n in names], [labels.index(tag)])
+    assert all(p.shape == (1, 1) for p in probs)  # one token each
+    found = entity_labels(lm, "PER")
+    assert tag in found.names
+    conf = st.ConfidenceTable(lm.model, lm.tokenizer, found.ids, 4, False).get(["I met MASK ."], names)[0]
+    assert np.all(conf > 1 - 1e-12)
+    if "B-PER" in labels:
+        old = [labels.index("B-PER"), labels.index("I-PER")]
+        assert np.all(st.ConfidenceTable(lm.model, lm.tokenizer, old, 4, False).get(["I met MASK ."], names) < 1e-12)
+
+
+def test_an_iobes_model_runs_and_records_its_labels(tmp_path, paper_file):
+    model = save_tiny_ner(tmp_path / "iobes", labels=("O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "S-LOC"))
+    entry = run_task(tmp_path / "out", model, "--names", str(paper_file), "--prompts", str(paper_file))
+    assert entry["info"]["labels"] == ["B-PER", "I-PER", "E-PER", "S-PER"]
+    assert entry["info"]["label_scheme"] == "IOBES"
+    assert "max(P(B-PER), P(I-PER), P(E-PER), P(S-PER))" in entry["info"]["confidence"]
 
 
 # ---------------------------------------------------------------- reference controls

@@ -1,8 +1,10 @@
 """Confidences of names in prompts, and the prompt strategies of Xia et al. 2024 built on them.
 
 Confidence of a name in a prompt: the slot replaced by the name, the sentence run through the NER
-model; per subword token of the name max(P(B-X), P(I-X)) for the entity type X (softmax in
-float64); the mean over the name's tokens (float64).
+model; per subword token of the name the max of P(l) over the labels l of the entity type X
+(softmax in float64; `entities.entity_label_set`: max(P(B-X), P(I-X)) for a BIO model, as in the
+paper; max(P(B-X), P(I-X), P(E-X), P(S-X)) for IOBES, likewise BILOU; P(X) for IO); the mean over
+the name's tokens (float64).
 M-MEM of a prompt: the share of (in-train, out-train) pairs whose in-train name is more confident,
 ties 1/2 (`harness.metrics.preference_share`, from ranks).
 """
@@ -19,7 +21,8 @@ from tasks.ner_prompt_memorization.prompts import Prompt, fill, removable_tokens
 
 
 class ConfidenceTable:
-    """Confidence of each (prompt text, name), computed once, in batches, and kept."""
+    """Confidence of each (prompt text, name), computed once, in batches, and kept: the mean over the
+    name's subword tokens t of max over `entity_labels` l of P(l | t)."""
 
     def __init__(self, model, tokenizer, entity_labels: list[int], batch_size: int, progress: bool | None):
         self.model, self.tokenizer, self.entity_labels = model, tokenizer, entity_labels

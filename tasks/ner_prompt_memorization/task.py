@@ -1,11 +1,12 @@
 """Task `ner_prompt_memorization`: memorized names in NER models, elicited with prompts.
 
 Xia et al. 2024, "Exploring prompts to elicit memorization in masked language model-based named
-entity recognition": a name's confidence (mean over its subword tokens of max P(B-X), P(I-X), X the
-entity type: PER by default, or LOC, ORG, MISC) is compared between names in and out of the
-model's training data; M-MEM is the share of (in-train, out-train) pairs where the in-train name
-is more confident. Prompts are chosen on dev and reported on test. Definitions: README.md beside
-this file.
+entity recognition": a name's confidence is compared between names in and out of the model's
+training data; M-MEM is the share of (in-train, out-train) pairs where the in-train name is more
+confident. Confidence = the mean over the name's subword tokens of the max of P over the labels of
+the entity type X (PER by default, or LOC, ORG, MISC): max(P(B-X), P(I-X)) for a BIO model, as in
+the paper; every label of X for IO, IOBES and BILOU models (`entities.entity_label_set`). Prompts
+are chosen on dev and reported on test. Definitions: README.md beside this file.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from pydantic import Field, PositiveInt
 from scipy.stats import kendalltau, rankdata
 
 from harness import metrics as m
-from harness.errors import UserError
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
 from harness.task import RunContext, Task, TaskConfig, TaskResult, register
-from harness.token_classes import label_ids
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.data import NerData, load_ner_data
-from tasks.ner_prompt_memorization.entities import label_pairs
+from tasks.ner_prompt_memorization.entities import EntityLabels, entity_label_set
 
 
 class NerConfig(TaskConfig):
@@ -35,28 +34,21 @@ class NerConfig(TaskConfig):
     length_bins: tuple[PositiveInt, ...] = Field((5, 10, 15), description="upper edges of the prompt-length "
                                                  "bins (tokens besides the name) of the length analysis")
     entity_type: Literal["PER", "LOC", "ORG", "MISC"] = Field(
-        "PER", description="entity type of the names: PER, LOC, ORG or MISC; confidence = max P(B-X), P(I-X)")
+        "PER", description="entity type of the names: PER, LOC, ORG or MISC; confidence = the max of P over "
+        "the type's labels (BIO: max P(B-X), P(I-X); IO, IOBES, BILOU: all of X's labels)")
 
 
-def entity_labels(model: LoadedModel, entity_type: str) -> tuple[list[int], tuple[str, str]]:
-    """Ids and names of B-X and I-X for the entity type (B-PER and I-PER, or B-PERSON and I-PERSON,
-    ...) in the model's id2label."""
+def entity_labels(model: LoadedModel, entity_type: str) -> EntityLabels:
+    """Every label of the entity type in the model's id2label (B-PER and I-PER for a CoNLL BIO model;
+    PER; S-PER, B-PER, I-PER, E-PER; ...): `entities.entity_label_set`."""
     id2label = getattr(model.model.config, "id2label", None) or {}
-    for pair in label_pairs(entity_type):
-        try:
-            return label_ids(id2label, pair), pair
-        except KeyError:
-            continue
-    first = label_pairs(entity_type)[0]
-    shown = ", ".join(str(v) for v in id2label.values())
-    raise UserError(f"ner_prompt_memorization --entity-type {entity_type} needs {first[0]} and {first[1]} labels "
-                    f"in the model's id2label; {model.name} has: {shown or 'none'}")
+    return entity_label_set(id2label, entity_type, model.name)
 
 
 @register
 class NerPromptMemorization(Task):
     NAME = "ner_prompt_memorization"
-    VERSION = 2
+    VERSION = 3
     DESCRIPTION = ("Memorized names (person by default) in NER models: M-MEM of in- vs out-train names under "
                    "prompt strategies (baselines, OPT, PTE, EPT) and prompt analyses")
     MODEL_KINDS = frozenset({ModelKind.TOKEN_CLASSIFIER})
@@ -71,8 +63,8 @@ class NerPromptMemorization(Task):
         entity_labels(model, config.entity_type)
 
     def run(self, model: LoadedModel, data: NerData, config: NerConfig, context: RunContext) -> TaskResult:
-        label_list, label_names = entity_labels(model, config.entity_type)
-        table = st.ConfidenceTable(model.model, model.tokenizer, label_list, context.batch_size, context.progress)
+        labels = entity_labels(model, config.entity_type)
+        table = st.ConfidenceTable(model.model, model.tokenizer, labels.ids, context.batch_size, context.progress)
         names = {f"{split}_{side.split('_')[0]}": list(data.names.names[split][side])
                  for split in ("dev", "test") for side in ("in_train", "out_train")}
         dev_in, dev_out, test_in, test_out = names["dev_in"], names["dev_out"], names["test_in"], names["test_out"]
@@ -145,12 +137,15 @@ class NerPromptMemorization(Task):
                 add("m_mem", test[groups == group].mean(), int((groups == group).sum()), by=tag, group=group)
         samples = [{**p.as_dict(), "dev_m_mem": float(d), "test_m_mem": float(t), "test_rank": int(r)}
                    for p, d, t, r in zip(typed, dev, test, test_rank)]
+        probabilities = ", ".join(f"P({name})" for name in labels.names)
         info: dict[str, Any] = {
             "names_source": data.names.source, "prompts_source": data.prompts.source,
             "opt": opt_info,
             "pte": trajectories,
-            "confidence": f"mean over the name's subword tokens of max(P({label_names[0]}), P({label_names[1]})), "
-                          f"softmax in float64; ties count 1/2",
+            "confidence": f"mean over the name's subword tokens of max({probabilities}), softmax in float64; "
+                          f"ties count 1/2",
+            "labels": labels.names,
+            "label_scheme": labels.scheme,
             "cochran_blocks": f"{len(zipped)} zipped (in-train, out-train) test pairs",
             "duplicate_names": data.names.duplicates,
         }
