@@ -97,3 +97,56 @@ def test_architectures_must_be_a_list_of_names():
 
     with pytest.raises(UserError, match="architectures"):
         models.detect_kind({"architectures": 5})
+
+
+def named_family(name: str):
+    return next(f for f in FAMILIES if f.name == name)
+
+
+def test_causal_hidden_states_start_with_bos_like_scores(family_root):
+    """One rule (`causal_start_token`): a GPT-2-style tokenizer adds no BOS, yet the hidden states of
+    a causal LM are read from [BOS] + the text, as its scores are; an encoder keeps [CLS] ... [SEP]."""
+    from harness.scoring import causal_start_token, encode_with_bos
+    from harness.spans import align_spans
+
+    tokenizer = models.load_tokenizer(build_family(named_family("gpt2"), family_root), trust_remote_code=False)
+    bos = causal_start_token(tokenizer)
+    assert bos is not None and tokenizer("a dog")["input_ids"][0] != bos
+    ids, positions = align_spans(tokenizer, ["a dog"], [[(2, 5)]], 100, bos)
+    assert ids[0] == encode_with_bos(tokenizer, ["a dog"])[0][0] and ids[0][0] == bos
+    assert tokenizer.decode(ids[0][positions[0][0][0]]).strip() in ("dog", "d")
+    bert = models.load_tokenizer(build_family(named_family("bert"), family_root), trust_remote_code=False)
+    ids, _ = align_spans(bert, ["a dog"], [[(2, 5)]], 100)
+    assert ids[0][0] == bert.cls_token_id and ids[0][-1] == bert.sep_token_id
+
+
+def test_tasks_all_skips_a_task_that_refuses_the_model_but_a_named_one_is_an_error(family_root, tmp_path, capsys):
+    from harness.cli import main
+    from model_families import BERT_TOKENS, Family, NER_TASKS, _BERT_LIKE, _labels
+
+    no_person = Family("ner-no-person", "BertConfig", "BertForTokenClassification",
+                       dict(_BERT_LIKE, **_labels(["O", "B-LOC", "I-LOC"])), BERT_TOKENS, "token-classifier", NER_TASKS)
+    folder = build_family(no_person, family_root)
+    base = ["evaluate", "--model", str(folder), "--output-path", str(tmp_path), "--limit", "2"]
+    assert main(base + ["--tasks", "ner_prompt_memorization"]) == 2
+    assert "B-LOC" in capsys.readouterr().err
+    assert main(base + ["--tasks", "all"]) == 0
+    out = capsys.readouterr()
+    entry = json.loads(Path(out.out.strip()).read_text())["tasks"]
+    ner = next(e for e in entry if e["name"] == "ner_prompt_memorization")
+    assert ner["status"] == "skipped" and "B-LOC" in ner["skip_reason"]
+    assert "ner_prompt_memorization skipped" in out.err
+    assert "weat skipped" not in out.err  # another kind: expected under `all`, not worth a warning
+
+
+def test_limit_too_small_for_membership_skips_that_task_only(family_root, tmp_path, capsys):
+    folder = build_family(named_family("gpt2"), family_root)
+    options = runner.EvaluateOptions(output_path=tmp_path, limit=1, progress=False, all_tasks=True, use_cache=False)
+    tasks = select("mink_membership,stereoset,paywall_memorization")
+    settings = {"lengths": (8,), "bootstrap_resamples": 10}
+    results = json.loads(runner.evaluate(models.ModelSpec(model=str(folder)), tasks, settings, options).read_text())
+    status = {e["name"]: e for e in results["tasks"]}
+    assert status["mink_membership"]["status"] == "skipped"
+    assert "--limit 1" in status["mink_membership"]["skip_reason"]
+    assert status["stereoset"]["status"] == status["paywall_memorization"]["status"] == "ok"
+    assert "mink_membership skipped: --limit 1" in capsys.readouterr().err

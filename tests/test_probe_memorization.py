@@ -241,7 +241,7 @@ def test_evaluate_writes_a_results_file(capsys, out, minilm):
     assert code == 0, capsys.readouterr().err
     path = Path(capsys.readouterr().out.strip())
     entry = load_results(path).task(TASK)
-    assert entry.status == "ok" and entry.version == 2
+    assert entry.status == "ok" and entry.version == 3
     assert entry.counts["eval_sentences"] == 25 and entry.counts["pool_sentences"] == 151
     for head in [entry.headline, *entry.summary]:
         metric = next(m for m in entry.metrics

@@ -96,7 +96,7 @@ def _rate(count: int, seconds: float) -> float | None:
 @register
 class ProbeMemorization(Task):
     NAME = "probe_memorization"
-    VERSION = 2
+    VERSION = 3
     DESCRIPTION = "Word-level POS probe: accuracy on seen minus unseen word types (memorization), and selectivity"
     MODEL_KINDS = WORD_VECTOR_KINDS
     HEADLINE = Headline(metric="memorization_effect",

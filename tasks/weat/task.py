@@ -88,7 +88,7 @@ def mean_abs_d(results: dict[str, dict], tests: list[WeatTest], group: str) -> M
 @register
 class Weat(Task):
     NAME = "weat"
-    VERSION = 2
+    VERSION = 3
     DESCRIPTION = "WEAT 1-10 effect sizes and permutation p-values on static and contextual word vectors"
     MODEL_KINDS = WORD_VECTOR_KINDS
     HEADLINE = Headline(metric="mean_abs_d", tags={"representation": "contextual", "group": "all"},
