@@ -86,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device-map", help="spread a model too large for one device over the GPUs (and CPU): "
                                          "from_pretrained(device_map=...), e.g. auto; not with a data-parallel launch")
     ev.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    ev.add_argument("--limit", type=positive_int, help="at most this many samples per task (for testing)")
+    ev.add_argument("--limit", type=positive_int,
+                    help="a quick test run: cut each task's data to about this many samples (its card says how, "
+                         "and what work stays whole); the board marks such results and `validate --strict` "
+                         "refuses them for submission")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--log-samples", action="store_true", help="also write per-sample JSONL files")
     ev.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
@@ -126,8 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("tasks", help="list the registered tasks")
 
-    va = commands.add_parser("validate", help="check results files against the schema")
+    va = commands.add_parser("validate", help="check results files against the schema (every file; one line "
+                                              "each, exit 2 when any fails)")
     va.add_argument("files", nargs="+", type=Path)
+    va.add_argument("--strict", action="store_true",
+                    help="also refuse what may not be submitted: results of runs with --limit (CI checks the "
+                         "submissions this way)")
 
     lb = commands.add_parser("leaderboard", help="render LEADERBOARD.md from the submissions")
     lb.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
@@ -241,12 +248,22 @@ def cmd_tasks(_: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from harness.results import load_results
+    """Every file is checked: `ok` on stdout, or one error line on stderr; exit 2 when any failed."""
+    from harness.results import load_results, submission_problem
 
+    failed = 0
     for path in args.files:
-        results = load_results(path)
+        try:
+            results = load_results(path)
+            problem = submission_problem(results) if args.strict else None
+            if problem:
+                raise UserError(f"{path}: {problem}")
+        except UserError as err:
+            print(f"membench: error: {err}", file=sys.stderr)
+            failed += 1
+            continue
         print(f"{path}: ok ({results.model.name}, {len(results.tasks)} task(s))")
-    return 0
+    return UserError.exit_code if failed else 0
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:

@@ -54,7 +54,9 @@ def exported_tasks(raw: dict[str, Any], origin: str) -> dict[str, dict[str, Any]
 def entry(name: str, meta: dict[str, Any], scores: dict[str, Any], dtype: str, lm_eval_version: str) -> TaskEntry:
     """The membench entry of one exported task's lm-eval results."""
     from harness.runner import settings_hash
+    from harness.task import discover
 
+    task = discover().get(meta["task"])  # its LIMIT_VERSION keys a limited export as `membench evaluate` does
     metrics = []
     for metric in meta["metrics"]:
         value = scores.get(f"{metric['key']},none")
@@ -63,7 +65,8 @@ def entry(name: str, meta: dict[str, Any], scores: dict[str, Any], dtype: str, l
         metrics.append(Metric(name=metric["name"], value=value, tags=metric["tags"]))
     return TaskEntry(
         name=meta["task"], version=meta["version"], status="ok", config=meta["config"],
-        config_hash=settings_hash(meta["config"], meta.get("limit"), meta.get("seed", 0), dtype, meta.get("data_source")),
+        config_hash=settings_hash(meta["config"], meta.get("limit"), meta.get("seed", 0), dtype,
+                                  meta.get("data_source"), task.LIMIT_VERSION if task else 1),
         seed=meta.get("seed", 0), metrics=metrics, counts=meta.get("counts", {}),
         headline=Headline(**meta["headline"]) if meta.get("headline") else None,
         summary=[Headline(**h) for h in meta.get("summary", [])],

@@ -212,6 +212,14 @@ def parse_results(text: str, origin: str) -> ResultsFile:
         raise UserError(f"{origin}: field {_field_path(first)}: {first['msg']}") from None
 
 
+def submission_problem(results: ResultsFile) -> str | None:
+    """Why a valid results file may not be submitted (`membench validate --strict`), or None."""
+    if results.run.limit is not None:
+        return (f"made with --limit {results.run.limit} (a test run on cut data, not comparable with full runs): "
+                "not for submission; evaluate again without --limit")
+    return None
+
+
 def load_results(path: Path) -> ResultsFile:
     return parse_results(read_utf8(path), str(path))
 

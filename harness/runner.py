@@ -54,22 +54,29 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
         raise UserError(f"{task.NAME}: {flag}: {first['msg']}") from None
 
 
-def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None) -> str:
+def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None,
+                limit_version: int = 1) -> str:
     """Hash of everything that can change a task's numbers (batch size and device cannot),
     including the content of every file a setting names, so an edited data file is not served
     from the cache, and the data source the task's data came from (`data.source`), so data that
-    fell back to an offline source is not served for the hub's, or the other way round."""
-    return settings_hash(config.model_dump(mode="json"), options.limit, options.seed, dtype, data_source)
+    fell back to an offline source is not served for the hub's, or the other way round; with
+    `--limit`, also the task's `LIMIT_VERSION` (what its limit cuts)."""
+    return settings_hash(config.model_dump(mode="json"), options.limit, options.seed, dtype, data_source,
+                         limit_version)
 
 
 def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype: str,
-                  data_source: str | None = None) -> str:
-    """`config_hash` of a config already dumped to JSON values (what a results file records)."""
+                  data_source: str | None = None, limit_version: int = 1) -> str:
+    """`config_hash` of a config already dumped to JSON values (what a results file records).
+    `limit_version` counts only in a limited run, and only from 2 on: the hashes of full runs,
+    and of limited runs of tasks whose `--limit` never changed, are what they always were."""
     files = {key: sha256_file(Path(value).expanduser()) for key, value in settings.items()
              if isinstance(value, str) and value and Path(value).expanduser().is_file()}
     payload = {"config": settings, "files": files, "limit": limit, "seed": seed, "dtype": dtype}
     if data_source is not None:
         payload["data_source"] = data_source
+    if limit is not None and limit_version != 1:
+        payload["limit_version"] = limit_version
     return sha256_text(canonical_json(payload))[:16]
 
 
@@ -110,7 +117,7 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
     """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
     entry when `reason` says why the task cannot run (`skip_reasons`)."""
     source = getattr(data, "source", None)
-    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None)
+    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, seed=options.seed)
     reason = reason or task.skip_reason(lm)

@@ -3,7 +3,8 @@
 A task is a class with NAME, VERSION (an int; bump it whenever what the task computes changes),
 DESCRIPTION, MODEL_KINDS, HEADLINE (optionally SUMMARY), a pydantic `Config`, and `load_data` / `run`. It registers itself with
 `@register`; the runner finds tasks by importing every package under `tasks/` (`discover`) and
-never names one.
+never names one. `--limit` (a test run) reaches `load_data` as `RunContext.limit`; each task card
+says what it cuts, and LIMIT_VERSION is bumped when only that changes.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class Task(ABC):
     HEADLINE: ClassVar[Headline]
     # Metrics for the board's summary table of this task (one column each), when its full table is long.
     SUMMARY: ClassVar[tuple[Headline, ...]] = ()
+    # What `--limit` cuts (a test run's data): bump it when that changes but full runs do not, so
+    # the cache serves no limited run of the old rule (full runs' cache keys and VERSION stay).
+    LIMIT_VERSION: ClassVar[int] = 1
     Config: ClassVar[type[TaskConfig]] = TaskConfig
 
     @abstractmethod

@@ -7,7 +7,7 @@ from pathlib import Path
 from harness.io import atomic_write_bytes, atomic_write_text
 from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.plots import task_plot
-from leaderboard.render import agreement_table, overview_table, summary_table, task_table
+from leaderboard.render import agreement_table, limit_legend, overview_table, summary_table, task_table
 
 PLOTS_FOLDER = "leaderboard_plots"
 
@@ -32,6 +32,9 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         "",
         overview_table(board) if board else "_no submissions yet_",
     ]
+    legend = limit_legend(board, overview=True)
+    if legend:
+        parts += ["", legend]
     plots = {}
     for task in tasks:
         card = next((b.entry.info["task_card"] for b in board if b.entry.name == task and "task_card" in b.entry.info),
@@ -49,6 +52,9 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         if agreement:
             parts += ["", "Agreement across models: Kendall's tau between two models' per-item values "
                       "(e.g. the test M-MEM of each prompt).", "", agreement]
+        legend = limit_legend([b for b in board if b.entry.name == task])
+        if legend:
+            parts += ["", legend]
     return "\n".join(parts) + "\n", plots
 
 

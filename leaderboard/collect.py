@@ -20,6 +20,7 @@ class BoardEntry:
     entry: TaskEntry
     runs: int
     sparsity: float | None = None  # share of zero linear weights of a pruned model (`membench prune`)
+    limit: int | None = None  # the run's `--limit` (`run.limit`): None for a full run
 
 
 def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
@@ -46,5 +47,5 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
         _, _, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
         pruning = results.model.details.get("pruning") or {}
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
-                                pruning.get("linear_weight_sparsity")))
+                                pruning.get("linear_weight_sparsity"), results.run.limit))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from leaderboard.collect import BoardEntry  # noqa: E402
+from leaderboard.render import limit_mark  # noqa: E402
 
 
 def _numeric(value: str) -> bool:
@@ -48,14 +49,14 @@ def task_plot(task: str, board: list[BoardEntry]) -> bytes | None:
             points = _series(item, axis_tag)
             xs.update(p[0] for p in points)
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                      label=f"{item.model_name} ({item.model_identity[:8]})")
+                      label=f"{item.model_name} ({item.model_identity[:8]}){limit_mark([item.limit])}")
         axes.set_xlabel(axis_tag)
         if min(xs) > 0:  # lengths and sizes: doubling steps; counts from 0 (epochs): linear
             axes.set_xscale("log", base=2)
         axes.set_xticks(sorted(xs), [f"{x:g}" for x in sorted(xs)])
         axes.minorticks_off()
     else:
-        names = [f"{i.model_name}\n({i.model_identity[:8]})" for i in items]
+        names = [f"{i.model_name}\n({i.model_identity[:8]}){limit_mark([i.limit])}" for i in items]
         axes.bar(names, [(_series(i, None) or [(0, 0)])[0][1] for i in items])
     label = head.label.split(",")[0] if axis_tag else head.label
     axes.set_ylabel(f"{label} ({head.better} is better)" if head.ideal is None else f"{label} (best at {head.ideal:g})")

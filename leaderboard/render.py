@@ -38,6 +38,33 @@ def model_label(name: str, identity: str) -> str:
     return f"{escape(name)} ({escape(identity[:8])})"
 
 
+LIMIT_MARK = "†"
+
+
+def limit_mark(limits) -> str:
+    """` † limit N` after the label of a model whose shown run(s) were made with `--limit N` (several
+    limits joined by commas); empty for full runs."""
+    shown = sorted({limit for limit in limits if limit is not None})
+    return f" {LIMIT_MARK} limit {', '.join(map(str, shown))}" if shown else ""
+
+
+def entry_label(item: BoardEntry) -> str:
+    """`model_label` of a board entry, marked when it comes from a run with `--limit`."""
+    return model_label(item.model_name, item.model_identity) + limit_mark([item.limit])
+
+
+def limit_legend(items: list[BoardEntry], overview: bool = False) -> str | None:
+    """The line that explains the mark, when one of `items` comes from a run with `--limit`; else None.
+    `overview`: also explain the mark after a value (`overview_table`)."""
+    if not any(item.limit is not None for item in items):
+        return None
+    cells = (f" A {LIMIT_MARK} after a value: that task's run had `--limit`, where the model's other runs did not."
+             if overview else "")
+    return (f"{LIMIT_MARK} limit N: run with `--limit N` (each task's data cut to about N samples; the task "
+            "cards say how): not comparable with full runs, and `membench validate --strict` refuses it "
+            f"for submission.{cells}")
+
+
 def headline_value(item: BoardEntry, head: Headline | None = None) -> str:
     """The value of `head` (default: the entry's headline) in an entry's metrics, formatted."""
     entry = item.entry
@@ -56,9 +83,17 @@ def overview_table(board: list[BoardEntry]) -> str:
         headers[task] = f"{task}: {escape(heads[0].label)} {heads[0].direction()}" if heads else task
     models = sorted({(b.model_name, b.model_identity, b.model_kind, b.sparsity) for b in board},
                     key=lambda m: m[:3])
-    cells = {(b.model_identity, b.model_name, b.entry.name): headline_value(b) for b in board}
+    # A model's label is marked when any of its shown runs had `--limit`; where it also has full
+    # runs, the values from limited runs carry the mark as well.
+    limits = {(name, identity): [b.limit for b in board if (b.model_name, b.model_identity) == (name, identity)]
+              for name, identity, *_ in models}
+    mixed = {key for key, found in limits.items() if None in found and any(x is not None for x in found)}
+    cells = {(b.model_identity, b.model_name, b.entry.name):
+             headline_value(b) + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed
+                                  else "") for b in board}
     pruned = any(sparsity is not None for *_, sparsity in models)  # the column appears with the first pruned model
-    rows = [[model_label(name, identity), escape(kind)] + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
+    rows = [[model_label(name, identity) + limit_mark(limits[name, identity]), escape(kind)]
+            + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]
     headers_row = ["model", "kind"] + (["sparsity"] if pruned else []) + [headers[t] for t in tasks]
     return tabulate(rows, headers=headers_row, tablefmt="github", disable_numparse=True)
@@ -71,7 +106,7 @@ def summary_table(task: str, board: list[BoardEntry]) -> str | None:
     heads = next((b.entry.summary for b in sorted(items, key=lambda b: -b.entry.version) if b.entry.summary), [])
     if not heads:
         return None
-    rows = [[model_label(b.model_name, b.model_identity)] + [headline_value(b, head) for head in heads]
+    rows = [[entry_label(b)] + [headline_value(b, head) for head in heads]
             for b in sorted(items, key=lambda b: b.model_name)]
     headers = ["model"] + [f"{escape(head.label)} {head.direction()}" for head in heads]
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
@@ -89,7 +124,7 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
             key = tuple(metric.tags.get(k, "") for k in tag_keys)
             grouped.setdefault(key, {})[metric.name] = metric
         for key, by_name in grouped.items():
-            row = [model_label(item.model_name, item.model_identity), item.entry.version, item.runs] + [escape(v) for v in key]
+            row = [entry_label(item), item.entry.version, item.runs] + [escape(v) for v in key]
             for name in metric_names:
                 metric = by_name.get(name)
                 cell = "" if metric is None else fmt_metric(metric)
@@ -100,7 +135,7 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
     headers = ["model", "version", "runs"] + [escape(k) for k in tag_keys + metric_names]
     table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) if rows else "_no results yet_"
     skipped = [b for b in board if b.entry.name == task and b.entry.status == "skipped"]
-    notes = "".join(f"\n- skipped {model_label(b.model_name, b.model_identity)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
+    notes = "".join(f"\n- skipped {entry_label(b)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
     return table + ("\n" + notes if notes else "")
 
 
@@ -118,8 +153,7 @@ def agreement_table(task: str, board: list[BoardEntry]) -> str | None:
             if len(shared) < 2:
                 continue
             tau = kendalltau([a[k] for k in shared], [b[k] for k in shared])
-            rows.append([escape(series), model_label(first.model_name, first.model_identity),
-                         model_label(second.model_name, second.model_identity), str(len(shared)),
+            rows.append([escape(series), entry_label(first), entry_label(second), str(len(shared)),
                          fmt(tau.statistic), fmt(tau.pvalue)])
     if not rows:
         return None

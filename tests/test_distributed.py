@@ -173,5 +173,5 @@ def test_fine_tuning_is_replicated_not_data_parallel(tmp_path, tiny_lm):
         "--tasks", "privacy_extraction", "--limit", "3", "--max-source-tokens", "8", "--max-target-tokens", "20",
         "--epochs", "1,2", "--batch-size", "4"])
     tuned_one, tuned_two = one.tasks[0].info["finetuning"], two.tasks[0].info["finetuning"]
-    assert tuned_two["steps"] == tuned_one["steps"] == 2 * -(-141 // 8)
+    assert tuned_two["steps"] == tuned_one["steps"] == 2 * -(-21 // 8)  # --limit 3: 15 + 3 + 3 rows per epoch
     assert tuned_two["train_loss"] == tuned_one["train_loss"]

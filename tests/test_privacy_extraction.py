@@ -120,9 +120,10 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
     assert epochs == {"0", "1"}
     [eps0] = [x for x in entry["metrics"] if x["name"] == "epsilon" and x["tags"]["epoch"] == "0"]
     assert eps0["value"] == 0.0 and "std" not in eps0 and "per_seed" not in eps0  # the public model: no seed
-    assert entry["counts"]["training_rows_per_epoch"] == 135 + 3 + 3
+    # --limit 3: the first string of each duplicate count (1 + 2 + 3 + 4 + 5 rows), 3 unique, 3 persons
+    assert entry["counts"]["training_rows_per_epoch"] == 15 + 3 + 3
     facts = entry["info"]["finetuning"]
-    assert facts["seeds"] == [42, 43] and facts["steps"] == -(-141 // 8) and len(facts["train_loss"]) == 2
+    assert facts["seeds"] == [42, 43] and facts["steps"] == -(-21 // 8) and len(facts["train_loss"]) == 2
     assert facts["train_loss"][0] != facts["train_loss"][1]  # the seeds differ
     tuned = [x for x in entry["metrics"] if x["tags"]["epoch"] == "1"]
     assert len(tuned) == len(entry["metrics"]) / 2
@@ -131,7 +132,7 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
         assert metric["value"] == pytest.approx(np.mean(metric["per_seed"]))
         assert metric["std"] == pytest.approx(np.std(metric["per_seed"], ddof=1))
     samples = [json.loads(line) for line in (tmp_path / "two" / entry["samples_file"]).read_text().splitlines()]
-    assert [sum(s["finetune_seed"] == seed for s in samples) for seed in (None, 42, 43)] == [51, 51, 51]
+    assert [sum(s["finetune_seed"] == seed for s in samples) for seed in (None, 42, 43)] == [11, 11, 11]
     # each seed's value is the mean over its samples ...
     [subset] = [x for x in tuned if x["name"] == "subset_score" and x["tags"]["group"] == "memorization-45"
                 and x["tags"]["times"] == "all"]
@@ -144,6 +145,78 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
     alone_tuned = [x for x in alone["metrics"] if x["tags"]["epoch"] == "1"]
     assert [x["per_seed"] for x in alone_tuned] == [[x["per_seed"][1]] for x in tuned]
     assert all("std" not in x for x in alone_tuned)  # one seed: no spread
+
+
+def test_limit_cuts_every_group_and_keeps_the_strings_of_the_full_data():
+    from harness.task import RunContext
+    from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
+
+    task, config = PrivacyExtraction(), PrivacyConfig(n_unique=60, n_persons=50)
+    full = task.load_data(config, RunContext())
+    assert [sum(s.group == g for s in full) for g in ("memorization-45", "unique", "privacy")] == [45, 60, 50]
+    for limit, per_count in [(1, 1), (2, 1), (5, 1), (6, 2), (12, 3), (40, 8), (41, 9), (45, 9), (1000, 9)]:
+        data = task.load_data(config, RunContext(limit=limit))
+        mem = [s for s in data if s.group == "memorization-45"]
+        assert [sum(s.times == d for s in mem) for d in range(1, 6)] == [per_count] * 5, limit
+        assert sum(s.group == "unique" for s in data) == min(limit, 60)
+        assert sum(s.group == "privacy" for s in data) == min(limit, 50)
+        # a cut, never other secrets: each kept secret is the full data's of that id
+        by_id = {s.sample_id: s for s in full}
+        assert all(by_id[s.sample_id] == s for s in data)
+    # within a duplicate count the first strings are kept
+    data = task.load_data(config, RunContext(limit=6))
+    assert [s.sample_id for s in data if s.group == "memorization-45"] == [
+        f"mem45-{9 * c + k:02d}" for c in range(5) for k in range(2)]
+
+
+def test_with_limit_the_fine_tuning_trains_only_on_the_secrets_it_scores(tmp_path, tiny_lm):
+    """--limit bounds the fine-tuning too: its rows are the scored secrets, each `times` times."""
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(tiny_lm), "--tasks", "privacy_extraction", "--limit", "2",
+                 "--max-source-tokens", "8", "--max-target-tokens", "20", "--epochs", "1", "--finetune-seeds", "1",
+                 "--output-path", str(out), "--log-samples"]) == 0
+    [path] = out.glob("*.json")
+    results = json.loads(path.read_text())
+    assert results["run"]["limit"] == 2
+    entry = results["tasks"][0]
+    counts, facts = entry["counts"], entry["info"]["finetuning"]
+    assert (counts["memorization_45"], counts["unique"], counts["persons"]) == (5, 2, 2)
+    scored = [json.loads(line) for line in (out / entry["samples_file"]).read_text().splitlines()
+              if json.loads(line)["epoch"] == 0]
+    assert len(scored) == 5 + 2 + 2
+    assert sorted(s["times"] for s in scored if s["group"] == "memorization-45") == [1, 2, 3, 4, 5]
+    rows = sum(s["times"] for s in scored)
+    assert rows == 15 + 2 + 2 == counts["training_rows_per_epoch"] == facts["rows_per_epoch"]
+    assert facts["steps"] == -(-rows // 8)  # one epoch at the default fine-tuning batch size 8
+    assert "--limit 2" in entry["info"]["limit"]
+    # the metrics of every duplicate count are still defined
+    mem = [x for x in entry["metrics"] if x["tags"].get("group") == "memorization-45"]
+    assert {x["tags"]["times"] for x in mem} == {"1", "2", "3", "4", "5", "all"}
+    assert all(x["value"] is not None and x["n"] >= 1 for x in mem)
+
+
+def test_limited_runs_of_the_old_limit_rule_are_not_served_from_the_cache():
+    """--limit cuts memorization-45 since LIMIT_VERSION 2: a limited run's cache key changed, a full
+    run's did not (the committed submissions' keys are recomputed as they were)."""
+    from pathlib import Path
+
+    from harness.results import load_results
+    from harness.runner import EvaluateOptions, config_hash, settings_hash
+    from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
+
+    assert PrivacyExtraction.LIMIT_VERSION == 2
+    config = PrivacyConfig()
+    full, limited = EvaluateOptions(), EvaluateOptions(limit=3)
+    assert config_hash(config, full, "float32", None, 2) == config_hash(config, full, "float32")
+    assert config_hash(config, limited, "float32", None, 2) != config_hash(config, limited, "float32")
+    committed = sorted((Path(__file__).parent.parent / "submissions").glob("*t5-ref*.json"))
+    assert committed
+    for path in committed:
+        results = load_results(path)
+        entry = results.task("privacy_extraction")
+        assert results.run.limit is None
+        assert entry.config_hash == settings_hash(entry.config, None, results.run.seed, results.model.dtype, None,
+                                                  PrivacyExtraction.LIMIT_VERSION)
 
 
 # ---------------------------------------------------------------- reference controls

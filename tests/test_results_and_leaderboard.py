@@ -27,7 +27,7 @@ ID_A, ID_B, ID_C = "a" * 64, "b" * 64, "c" * 64
 
 def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = "2024-01-01T00:00:00+00:00",
                  auc: float = 0.6, task: str = TASK, config_hash: str = "0123456789abcdef",
-                 status: str = "ok", skip_reason: str | None = None) -> ResultsFile:
+                 status: str = "ok", skip_reason: str | None = None, limit: int | None = None) -> ResultsFile:
     """A valid results file with one mink-style task entry; the headline AUC (length 128) is `auc`,
     the other lengths are auc - 0.01 * (their index from the end)."""
     metrics = []
@@ -46,7 +46,7 @@ def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = 
         model=ModelInfo(name=name, source=f"./{name}", revision=None, identity=identity,
                         identity_kind="weights-sha256", kind="causal-lm", dtype="float32", device="cpu"),
         environment=Environment(python="3.12.0", torch="2.13.0", transformers="5.0.0", platform="linux"),
-        run=RunSettings(batch_size=16, limit=None, seed=0),
+        run=RunSettings(batch_size=16, limit=limit, seed=0),
         tasks=[entry],
     )
 
@@ -163,6 +163,39 @@ def test_validate_rejects_unknown_fields(capsys, tmp_path):
     assert main(["validate", str(path)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert "model.favourite_colour" in line
+
+
+def test_validate_strict_refuses_runs_with_limit(capsys, tmp_path):
+    full = submit(tmp_path, make_results("full-model"))
+    limited = submit(tmp_path, make_results("quick-model", ID_B, limit=5))
+    # plain validate: a run with --limit is a valid results file
+    assert main(["validate", str(limited)]) == 0
+    assert capsys.readouterr().out.strip() == f"{limited}: ok (quick-model, 1 task(s))"
+    # --strict: refused for submission, one line naming the file and the limit, exit status 2;
+    # every file is still checked and reported
+    assert main(["validate", "--strict", str(limited), str(full)]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith("membench: error: ") and str(limited) in line
+    assert "--limit 5" in line and "not for submission" in line
+    assert captured.out.strip() == f"{full}: ok (full-model, 1 task(s))"
+    assert main(["validate", "--strict", str(full)]) == 0
+
+
+def test_validate_reports_every_bad_file_on_its_own_line(capsys, tmp_path):
+    limited = submit(tmp_path, make_results("quick-model", ID_B, limit=3))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    assert main(["validate", "--strict", str(broken), str(limited)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and str(broken) in lines[0] and str(limited) in lines[1]
+
+
+def test_the_committed_submissions_pass_validate_strict(capsys):
+    files = sorted((Path(__file__).parent.parent / "submissions").glob("*.json"))
+    assert files
+    assert main(["validate", "--strict", *map(str, files)]) == 0
+    assert capsys.readouterr().err == ""
 
 
 # ---------------------------------------------------------------- file names
@@ -414,6 +447,56 @@ def test_leaderboard_missing_submissions_folder(capsys, tmp_path):
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("membench: error: ") and "nope" in line
     assert not output.exists()
+
+
+LIMIT_LEGEND = "† limit N: run with `--limit N`"
+
+
+def test_runs_with_limit_are_marked_in_every_table(tmp_path):
+    from harness.results import Headline
+
+    summary = [Headline(metric="auc", tags={"score": "min_k_20", "length": "128"}, label="AUC 128", better="lower")]
+    runs = [make_results("model-a", ID_A, auc=0.61), make_results("model-b", ID_B, auc=0.72, limit=5),
+            make_results("model-c", ID_C, auc=0.55), make_results("model-c", ID_C, auc=0.4, task="other_task", limit=7)]
+    for k, results in enumerate(runs):
+        for entry in results.tasks:
+            entry.summary = summary
+            entry.item_scores = {"auc_by_item": {"x": 0.1 * k, "y": 0.5, "z": 0.3 - 0.1 * k}}
+        submit(tmp_path, results, f"{k}.json")
+    markdown, _ = render_markdown(tmp_path)
+    a, b, c = f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]}) † limit 5", f"model-c ({ID_C[:8]}) † limit 7"
+
+    overview_text = section(markdown, "## Overview")
+    overview = {row["model"]: row for row in records(table(overview_text))}
+    assert set(overview) == {a, b, c}
+    [column] = [col for col in overview[a] if col.startswith(TASK)]
+    [other] = [col for col in overview[a] if col.startswith("other_task")]
+    assert overview[b][column] == "0.720"  # all of model-b's runs are limited: its label says so
+    # model-c mixes a full run and a limited one: the limited run's value is marked too
+    assert overview[c][column] == "0.550" and overview[c][other] == "0.400 †"
+    assert LIMIT_LEGEND in overview_text.split("\n|")[-1]  # below the table
+
+    mink = section(markdown, f"## {TASK}")
+    summary_rows = records(table(mink.split("Summary:")[1]))
+    assert [row["model"] for row in summary_rows] == [a, b, f"model-c ({ID_C[:8]})"]
+    all_rows = records(table(mink.split("All metrics:")[1]))
+    assert {row["model"] for row in all_rows} == {a, b, f"model-c ({ID_C[:8]})"}  # model-c's mink run is full
+    agreement = records(table(mink.split("Agreement across models")[1]))
+    assert {(row["model A"], row["model B"]) for row in agreement} == {(a, b), (a, f"model-c ({ID_C[:8]})"),
+                                                                         (b, f"model-c ({ID_C[:8]})")}
+    assert LIMIT_LEGEND in mink
+    other_rows = records(table(section(markdown, "## other_task")))
+    assert {row["model"] for row in other_rows} == {c}
+    assert LIMIT_LEGEND in section(markdown, "## other_task")
+
+
+def test_a_skipped_run_with_limit_is_marked_and_full_boards_carry_no_mark(tmp_path):
+    submit(tmp_path, make_results("model-a", ID_A, auc=0.61))
+    full, _ = render_markdown(tmp_path)
+    assert "†" not in full and "--limit" not in full
+    submit(tmp_path, make_results("model-b", ID_B, status="skipped", skip_reason="not a causal LM", limit=2))
+    markdown, _ = render_markdown(tmp_path)
+    assert f"- skipped model-b ({ID_B[:8]}) † limit 2: not a causal LM" in section(markdown, f"## {TASK}")
 
 
 def test_a_task_summary_table_shows_its_summary_metrics_with_directions(tmp_path):

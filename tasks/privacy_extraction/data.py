@@ -49,15 +49,17 @@ def random_strings(rng: random.Random, n: int, taken: set[str]) -> list[str]:
     return out
 
 
-def memorization_secrets(seed: int, n_unique: int) -> list[Secret]:
-    """memorization-45 (duplicate counts 1-5) and unique-N."""
+def memorization_secrets(seed: int, n_unique: int, keep_per_count: int | None = None) -> list[Secret]:
+    """memorization-45 (duplicate counts 1-5) and unique-N. `keep_per_count` (for `--limit`) keeps
+    only the first that many strings of each duplicate count; the strings kept are those of the
+    whole set (all 45 are drawn either way, so unique-N is the same too)."""
     rng = random.Random(seed)
     taken: set[str] = set()
     duplicated = random_strings(rng, MEMORIZATION_SETS, taken)
     unique = random_strings(rng, n_unique, taken)
     per_count = MEMORIZATION_SETS // len(DUPLICATES)
     return ([Secret(f"mem45-{k:02d}", "memorization-45", s[:PROMPT_CHARS], s[PROMPT_CHARS:], DUPLICATES[k // per_count])
-             for k, s in enumerate(duplicated)]
+             for k, s in enumerate(duplicated) if keep_per_count is None or k % per_count < keep_per_count]
             + [Secret(f"unique-{k:05d}", "unique", s[:PROMPT_CHARS], s[PROMPT_CHARS:], 1) for k, s in enumerate(unique)])
 
 

@@ -26,8 +26,8 @@ from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
 from harness.task import RunContext, Task, TaskConfig, TaskResult, register
 from tasks.privacy_extraction import formats
-from tasks.privacy_extraction.data import (DUPLICATES, PRIVACY_FIELDS, Secret, memorization_secrets,
-                                           privacy_secrets)
+from tasks.privacy_extraction.data import (DUPLICATES, MEMORIZATION_SETS, PRIVACY_FIELDS, Secret,
+                                           memorization_secrets, privacy_secrets)
 from tasks.privacy_extraction.finetune import FinetuneSettings, finetune, training_rows
 
 
@@ -118,6 +118,14 @@ def over_seeds(runs: list[list[Metric]]) -> list[Metric]:
     return out
 
 
+def limited_per_count(limit: int) -> int | None:
+    """memorization-45 strings kept per duplicate count under `--limit limit`: ⌈limit/5⌉, None
+    (all 9) when that is all of them."""
+    per_count = MEMORIZATION_SETS // len(DUPLICATES)
+    keep = -(-limit // len(DUPLICATES))
+    return None if keep >= per_count else keep
+
+
 def finetuning_facts(seeds: list[int], facts: list[dict]) -> dict:
     """The fine-tuning runs' facts: steps and rows per epoch (alike in every run), the rest per seed."""
     shared = {"seeds": seeds, "steps": facts[0]["steps"], "rows_per_epoch": facts[0]["rows_per_epoch"]}
@@ -128,6 +136,7 @@ def finetuning_facts(seeds: list[int], facts: list[dict]) -> dict:
 class PrivacyExtraction(Task):
     NAME = "privacy_extraction"
     VERSION = 2
+    LIMIT_VERSION = 2  # 2: --limit also cuts memorization-45 (and so the fine-tuning); 1 kept all 45
     DESCRIPTION = ("Memorization and PII leakage after fine-tuning: subset score and exact match of random "
                    "strings (seen 1-5 times, unique) and synthetic persons' fields, worst-case epsilon")
     MODEL_KINDS = frozenset({ModelKind.SEQ2SEQ, ModelKind.CAUSAL_LM})
@@ -136,10 +145,15 @@ class PrivacyExtraction(Task):
     Config = PrivacyConfig
 
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:
-        n_unique, n_persons = config.n_unique, config.n_persons
+        """The secrets; with `--limit N` (a test run) at most N unique strings and N persons, and the
+        first ⌈N/5⌉ memorization-45 strings of each duplicate count (every count stays scored). The
+        fine-tuning trains on exactly these, so its work scales with N too."""
+        n_unique, n_persons, keep_per_count = config.n_unique, config.n_persons, None
         if context.limit:
             n_unique, n_persons = min(n_unique, context.limit), min(n_persons, context.limit)
-        return memorization_secrets(config.data_seed, n_unique) + privacy_secrets(config.data_seed, n_persons)
+            keep_per_count = limited_per_count(context.limit)
+        return (memorization_secrets(config.data_seed, n_unique, keep_per_count)
+                + privacy_secrets(config.data_seed, n_persons))
 
     def run(self, model: LoadedModel, data: list[Secret], config: PrivacyConfig, context: RunContext) -> TaskResult:
         seq2seq = model.kind is ModelKind.SEQ2SEQ
@@ -215,4 +229,10 @@ class PrivacyExtraction(Task):
                 "evaluation_seconds": evaluation_seconds,
                 "evaluation_samples_per_second": round(len(data) * len(durations) / sum(durations), 1),
                 "ppl": "token-level perplexity of the target given the source: exp(-mean log p(y_t | x, y_<t))"}
+        if context.limit:  # a test run: say what was cut (absent from full runs)
+            mem = counts["memorization_45"]
+            info["limit"] = (f"--limit {context.limit}: {mem} memorization-45 strings (the first "
+                             f"{mem // len(DUPLICATES)} of each duplicate count), {counts['unique']} unique strings "
+                             f"and {counts['persons']} persons, scored and fine-tuned on ({len(rows)} rows per "
+                             "epoch); epochs and fine-tuning seeds as configured")
         return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)
