@@ -155,13 +155,16 @@ class PrivacyExtraction(Task):
         return (memorization_secrets(config.data_seed, n_unique, keep_per_count)
                 + privacy_secrets(config.data_seed, n_persons))
 
-    def run(self, model: LoadedModel, data: list[Secret], config: PrivacyConfig, context: RunContext) -> TaskResult:
-        seq2seq = model.kind is ModelKind.SEQ2SEQ
-        tokenizer = model.tokenizer
+    def check_model(self, model: LoadedModel, config: PrivacyConfig) -> None:
         needed = config.max_source_tokens + config.max_target_tokens + 1
-        if not seq2seq and model.context_length and model.context_length < needed:
+        if model.kind is ModelKind.CAUSAL_LM and model.context_length and model.context_length < needed:
             raise UserError(f"privacy_extraction: {model.name} has a context of {model.context_length} tokens; "
                             f"--max-source-tokens + --max-target-tokens + 1 = {needed} do not fit")
+
+    def run(self, model: LoadedModel, data: list[Secret], config: PrivacyConfig, context: RunContext) -> TaskResult:
+        self.check_model(model, config)
+        seq2seq = model.kind is ModelKind.SEQ2SEQ
+        tokenizer = model.tokenizer
         fmt = "sentinel" if seq2seq and formats.has_sentinels(tokenizer) else "tagged"
         pairs = [formats.source_and_target(s, fmt) for s in data]
         keep_sentinels = [fmt == "sentinel" and s.group == "privacy" for s in data]
