@@ -321,6 +321,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 use_cache=not args.no_cache)
     for path in outcome.written:
         print(path)
+    for path in outcome.removed:
+        print(f"removed {path} (an earlier run of the same checkpoint)")
     report = outcome.controls
     print("\nreference controls: headline before this run (the committed value in a fresh clone) and now\n")
     print(report.table)

@@ -116,3 +116,22 @@ def test_a_rerun_with_the_same_numbers_leaves_the_file_alone(tiny_lm, tmp_path, 
     kept = json.loads(path.read_text())
     assert (kept["created_at"] == "2020-01-01T00:00:00Z") is not tamper  # rewritten only when a number changed
     assert kept["tasks"][0]["metrics"][0]["value"] != 123.0
+
+
+def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_path):
+    """After a task version changes, the new file has another name; `membench run` deletes the old one."""
+    import shutil
+
+    from harness.reference.workflow import remove_superseded
+
+    out = tmp_path / "submissions"
+    folder = save_tiny_causal_lm(tmp_path / "tiny-e00")
+    spec = ModelSpec(str(folder), name="membench-ref/tiny-e00", reference_recipe=("tiny", "0123456789"))
+    new = evaluate(spec, select("weat"), WEAT, EvaluateOptions(output_path=out, limit=4))
+    old = new.with_name(new.name.replace(new.stem.rsplit("__", 1)[1], "0ld0ld00"))
+    shutil.copy(new, old)
+    (out / f"{old.stem}.weat.samples.jsonl").write_text("{}\n")
+    other = evaluate(ModelSpec(str(folder), name="someone-else"), select("weat"), WEAT,
+                     EvaluateOptions(output_path=out, limit=4))
+    assert remove_superseded(out, [new]) == [old]
+    assert sorted(p.name for p in out.iterdir()) == sorted([new.name, other.name])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -54,6 +54,7 @@ class JobOutcome:
 
     written: list[Path]
     controls: ControlReport
+    removed: list[Path] = field(default_factory=list)  # earlier files of the same checkpoints (`remove_superseded`)
 
 
 def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, device: str = "auto",
@@ -62,7 +63,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
     is a control for (its config's `TASKS` and `task_settings`, also in the manifest: corpus and language,
     names, CPU-sized fine-tuning), write one results file per checkpoint into `submissions`
     (named by its build recipe, so a run on another machine replaces the file rather than adding
-    one), regenerate the board, and compare the controls with the files they replaced."""
+    one; the file of an earlier run under another name, after a task version changed, is deleted:
+    `remove_superseded`), regenerate the board, and compare the controls with the files they replaced."""
     registry = discover()
     before = newest_by_key(submissions)
     options = EvaluateOptions(output_path=submissions, batch_size=batch_size, use_cache=use_cache,
@@ -77,11 +79,27 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
             name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}"
             spec = ModelSpec(model=str(checkpoint), device=device, name=name, reference_recipe=recipe)
             written.append(evaluate(spec, tasks, settings, options))
+    removed = remove_superseded(submissions, written)
     write_board(submissions, board)
     after = [load_results(path) for path in written]
     replaced = [before[key] for key in (model_key(r) for r in after) if key in before]
     versions = {name: task.VERSION for name, task in registry.items()}
-    return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after)))
+    return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after)), removed)
+
+
+def remove_superseded(submissions: Path, written: list[Path]) -> list[Path]:
+    """Delete the other results files of the reference checkpoints just evaluated (the same
+    `model_key`): after a task's version changes, its new file has another name (the name hashes
+    the task versions), and the old one would linger beside it. Returns the deleted paths."""
+    keys = {model_key(load_results(path)) for path in written}
+    keep = {Path(path).resolve() for path in written}
+    removed = [path for path, results in read_submissions(submissions)
+               if model_key(results) in keys and path.resolve() not in keep]
+    for path in removed:
+        path.unlink()
+        for samples in path.parent.glob(f"{path.stem}.*.samples.jsonl"):
+            samples.unlink()
+    return removed
 
 
 def model_key(results: ResultsFile) -> tuple[str, str]:
