@@ -133,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                                               "each, exit 2 when any fails)")
     va.add_argument("files", nargs="+", type=Path)
     va.add_argument("--strict", action="store_true",
-                    help="also refuse what may not be submitted: results of runs with --limit (CI checks the "
-                         "submissions this way)")
+                    help="also refuse what may not be submitted: results of runs with --limit, and task "
+                         "versions newer than this membench's (CI checks the submissions this way)")
 
     lb = commands.add_parser("leaderboard", help="render LEADERBOARD.md from the submissions")
     lb.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
@@ -248,8 +248,11 @@ def cmd_tasks(_: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Every file is checked: `ok` on stdout, or one error line on stderr; exit 2 when any failed."""
-    from harness.results import load_results, submission_problem
+    """Every file is checked: `ok` on stdout, or one error line on stderr; exit 2 when any failed.
+    A task version newer than this membench's is a warning (the file is valid, this membench just
+    cannot vouch for those numbers), and an error under --strict."""
+    from harness.errors import warn
+    from harness.results import load_results, newer_task_versions, submission_problem
 
     failed = 0
     for path in args.files:
@@ -262,6 +265,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"membench: error: {err}", file=sys.stderr)
             failed += 1
             continue
+        if not args.strict:
+            for line in newer_task_versions(results):
+                warn(f"{path}: {line} (`membench validate --strict` refuses it)")
         print(f"{path}: ok ({results.model.name}, {len(results.tasks)} task(s))")
     return UserError.exit_code if failed else 0
 

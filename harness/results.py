@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
+                      model_validator)
 
 from harness.errors import UserError
 from harness.io import atomic_write_text, parse_json_object, read_utf8
@@ -18,7 +21,18 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity are not JSON numbers, and no float field takes one (`parse_results` refuses a
+    # file holding one, naming the field; an undefined number is None, null in the file)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _not_finite(value: Any) -> bool:
+    """True for NaN and +-inf (Python's or NumPy's floats), as a task may compute for an undefined number."""
+    return isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and not math.isfinite(value)
+
+
+def _finite_or_none(value: Any) -> Any:
+    return None if _not_finite(value) else value
 
 
 class Metric(_Strict):
@@ -28,6 +42,9 @@ class Metric(_Strict):
     standard deviation (ddof=1) of the metric over the runs and `per_seed` each run's value, in seed
     order; `value` is their mean unless the task card says otherwise. Both are left out of the file
     when absent.
+
+    A non-finite number given in code (NaN from an undefined mean, say) is stored as None, so that
+    membench never writes NaN or Infinity; a results file holding one is refused (`parse_results`).
     """
 
     name: str
@@ -38,6 +55,16 @@ class Metric(_Strict):
     per_seed: list[float | None] | None = None
     n: int | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("value", "ci_low", "ci_high", "std", mode="before")
+    @classmethod
+    def _undefined_if_not_finite(cls, value: Any) -> Any:
+        return _finite_or_none(value)
+
+    @field_validator("per_seed", mode="before")
+    @classmethod
+    def _undefined_seeds_if_not_finite(cls, values: Any) -> Any:
+        return [_finite_or_none(v) for v in values] if isinstance(values, (list, tuple)) else values
 
     @model_serializer(mode="wrap")
     def _omit_absent_spread(self, handler) -> dict[str, Any]:
@@ -74,7 +101,7 @@ TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
 class TaskEntry(_Strict):
     name: str = Field(pattern=TASK_NAME_PATTERN)
-    version: int
+    version: int = Field(ge=1)
     status: Literal["ok", "skipped"]
     skip_reason: str | None = None
     config: dict[str, Any]
@@ -91,6 +118,15 @@ class TaskEntry(_Strict):
     # Per-item values of one metric (series name -> item id -> value), e.g. the test M-MEM of
     # every prompt; the board compares how models rank the items (Kendall's tau).
     item_scores: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("item_scores", mode="before")
+    @classmethod
+    def _drop_non_finite_items(cls, series: Any) -> Any:
+        """An item whose value is not finite (undefined) is left out of its series, as code gives it."""
+        if not isinstance(series, dict):
+            return series
+        return {name: {k: v for k, v in items.items() if not _not_finite(v)} if isinstance(items, dict) else items
+                for name, items in series.items()}
 
     def headline_metric(self, head: "Headline | None" = None) -> "Metric | None":
         """The metric `head` (default: the task's headline) names, None when there is none."""
@@ -160,8 +196,8 @@ class Environment(_Strict):
 
 
 class RunSettings(_Strict):
-    batch_size: int
-    limit: int | None
+    batch_size: int = Field(ge=1)
+    limit: Annotated[int, Field(ge=1)] | None
     seed: int
     # Data-parallel processes that shared the scoring (`harness.distributed`); left out of the file
     # when 1, so single-process files read as they always did.
@@ -194,12 +230,53 @@ class ResultsFile(_Strict):
 
 
 def _field_path(error: dict) -> str:
-    return ".".join(str(part) for part in error["loc"]) or "(top level)"
+    """The dotted path of a field; a key that is no printable text (a newline, say) as an escaped literal."""
+    parts = (str(part) if str(part).isprintable() else ascii(str(part)) for part in error["loc"])
+    return ".".join(parts) or "(top level)"
+
+
+def _not_text(value: str) -> str | None:
+    """Why a JSON string is no Unicode text (a lone surrogate, which JSON's \\u escapes can write and
+    nothing can print or draw), or None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"holds a lone surrogate ({value[err.start]!a}), not Unicode text"
+    return None
+
+
+def _unfit_value(value: Any, path: tuple = ()) -> tuple[tuple, str] | None:
+    """The path of the first value of parsed JSON that no results file may hold, anywhere in it, and
+    why: NaN or +-Infinity (Python's json reads the literals NaN and Infinity, and 1e999 as inf), or
+    a string, or key, that is no Unicode text; None when there is none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, f"{value!r} is not a finite number (JSON has no NaN or Infinity; an undefined value is null)"
+    if isinstance(value, str):
+        problem = _not_text(value)
+        return (path, problem) if problem else None
+    if isinstance(value, dict):
+        for key, child in value.items():
+            problem = _not_text(key)
+            if problem:
+                return (*path, key), f"its key {problem}"
+            found = _unfit_value(child, (*path, key))
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, child in enumerate(value):
+            found = _unfit_value(child, (*path, index))
+            if found:
+                return found
+    return None
 
 
 def parse_results(text: str, origin: str) -> ResultsFile:
     """Validate a results file's text; `UserError` naming `origin` and the field at fault."""
     raw = parse_json_object(text, origin)
+    unfit = _unfit_value(raw)
+    if unfit:  # anywhere, `info` and `config` too, which the schema leaves free-form
+        path, problem = unfit
+        raise UserError(f"{origin}: field {_field_path({'loc': path})}: {problem}")
     if "schema_version" not in raw:
         raise UserError(f"{origin}: missing field schema_version")
     if raw["schema_version"] not in READABLE_SCHEMA_VERSIONS or isinstance(raw["schema_version"], bool):
@@ -212,11 +289,25 @@ def parse_results(text: str, origin: str) -> ResultsFile:
         raise UserError(f"{origin}: field {_field_path(first)}: {first['msg']}") from None
 
 
+def newer_task_versions(results: ResultsFile) -> list[str]:
+    """A line for each task entry whose version is newer than this membench's task of that name:
+    a file made by a newer membench (or by hand), whose numbers this one cannot vouch for. Older
+    versions are fine, and tasks this membench does not know are not checked."""
+    from harness.task import discover  # the task registry imports this module
+
+    known = discover()
+    return [f"task {entry.name} version {entry.version} is newer than this membench's ({known[entry.name].VERSION})"
+            for entry in results.tasks if entry.name in known and entry.version > known[entry.name].VERSION]
+
+
 def submission_problem(results: ResultsFile) -> str | None:
     """Why a valid results file may not be submitted (`membench validate --strict`), or None."""
     if results.run.limit is not None:
         return (f"made with --limit {results.run.limit} (a test run on cut data, not comparable with full runs): "
                 "not for submission; evaluate again without --limit")
+    newer = newer_task_versions(results)
+    if newer:
+        return f"{newer[0]}: not for submission; validate it with the membench that made it, or update this one"
     return None
 
 
@@ -225,7 +316,8 @@ def load_results(path: Path) -> ResultsFile:
 
 
 def write_results(results: ResultsFile, path: Path) -> None:
-    """Validate again and write atomically."""
+    """Validate again and write atomically. The file holds no NaN or Infinity: the models store a
+    non-finite metric value as None and leave a non-finite item score out."""
     ResultsFile.model_validate(results.model_dump())
     atomic_write_text(path, results.model_dump_json(indent=2) + "\n")
 

@@ -115,7 +115,8 @@ def load_task_data(task: Task, config: TaskConfig, context: RunContext) -> Any:
 def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, context: RunContext,
              options: EvaluateOptions, reason: str | None = None) -> tuple[TaskEntry, str]:
     """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
-    entry when `reason` says why the task cannot run (`skip_reasons`)."""
+    entry when `reason` says why the task cannot run (`skip_reasons`), or when it ran and computed
+    no metrics (with the task's `no_metrics_reason`; such a run is not cached)."""
     source = getattr(data, "source", None)
     digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
@@ -128,13 +129,18 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
         # rank 0 decides, so that every rank of a data-parallel run computes the same tasks
         hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, digest)
                                               if distributed.is_main() else None)
-        if hit:
+        if hit and hit[0].metrics:  # an entry without metrics (cached by an older membench) is run again
             log.info("%s: reusing the cached result", task.NAME)
             entry, samples = hit
             # the headline and summary say how the board shows the task, not what was computed: take today's
             return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY)}), samples
     started = time.perf_counter()
     result = task.run(lm, data, config, context)
+    if not result.metrics:  # nothing to show: not an "ok" run
+        reason = f"no metrics: {result.no_metrics_reason or 'the task computed none on this data'}"
+        if distributed.is_main():
+            warn(f"{task.NAME} skipped: {reason}")
+        return TaskEntry(status="skipped", skip_reason=reason, counts=result.counts, info=result.info, **base), ""
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
                       summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
                       wall_time_s=round(time.perf_counter() - started, 3), **base)

@@ -58,6 +58,9 @@ class TaskResult:
     info: dict[str, Any] = field(default_factory=dict)
     # Per-item values of a metric, series name -> item id -> value (see `results.TaskEntry`).
     item_scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Why `metrics` is empty, when the task can tell (the data had nothing it could score); the
+    # runner records a task without metrics as skipped, with this reason.
+    no_metrics_reason: str | None = None
 
 
 class Task(ABC):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from harness.io import atomic_write_bytes, atomic_write_text
@@ -10,6 +11,18 @@ from leaderboard.plots import task_plot
 from leaderboard.render import agreement_table, limit_legend, overview_table, summary_table, task_table
 
 PLOTS_FOLDER = "leaderboard_plots"
+
+# A task card a results file names (`info.task_card`, e.g. from lm-eval) becomes a link target: only
+# a plain relative path to a markdown file under tasks/ is taken (no `..`, scheme, spaces, brackets
+# or HTML); any other is ignored in favour of the task's own card.
+_CARD = re.compile(r"tasks/[a-z][a-z0-9_]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*/[A-Za-z0-9_-][A-Za-z0-9_.-]*\.md")
+
+
+def task_card(task: str, cards: list) -> str:
+    """The task card to link for `task`: the first of `cards` (what its entries name) that is a
+    plain path under tasks/, else `tasks/<task>/README.md`."""
+    return next((card for card in cards if isinstance(card, str) and _CARD.fullmatch(card) and ".." not in card),
+                f"tasks/{task}/README.md")
 
 
 def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
@@ -37,13 +50,15 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         parts += ["", legend]
     plots = {}
     for task in tasks:
-        card = next((b.entry.info["task_card"] for b in board if b.entry.name == task and "task_card" in b.entry.info),
-                    f"tasks/{task}/README.md")  # entries imported from lm-eval name the card of the task they come from
+        # entries imported from lm-eval name the card of the task they come from
+        card = task_card(task, [b.entry.info.get("task_card") for b in board if b.entry.name == task])
         parts += ["", f"## {task}", "", f"Task card: [{card}]({card})", ""]
-        png = task_plot(task, board)
+        png, plot_note = task_plot(task, board)
         if png:
             plots[f"{task}.png"] = png
             parts += [f"![{task}]({PLOTS_FOLDER}/{task}.png)", ""]
+        if plot_note:
+            parts += [plot_note, ""]
         summary = summary_table(task, board)
         if summary:
             parts += ["Summary:", "", summary, "", "All metrics:", ""]

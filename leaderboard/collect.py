@@ -31,6 +31,16 @@ def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
     return [(path, load_results(path)) for path in sorted(folder.glob("*.json"))]
 
 
+def sparsity(results: ResultsFile) -> float | None:
+    """The share of zero linear weights `membench prune` recorded (`model.details.pruning`); None
+    for a model it did not prune, and for anything but a number from 0 to 1 (details are free-form)."""
+    pruning = results.model.details.get("pruning")
+    value = pruning.get("linear_weight_sparsity") if isinstance(pruning, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        return None
+    return float(value)
+
+
 def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     """One entry per (board key, model name, task): the newest by created_at, then by file name.
 
@@ -45,7 +55,6 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     board = []
     for (identity, _, _), candidates in runs.items():
         _, _, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
-        pruning = results.model.details.get("pruning") or {}
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
-                                pruning.get("linear_weight_sparsity"), results.run.limit))
+                                sparsity(results), results.run.limit))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

@@ -34,9 +34,12 @@ class MinkConfig(TaskConfig):
     label_column: str = Field("label", description="label column of a hub dataset (1 = member)")
     reference_seed: int = Field(0, description="seed of the reference corpus member/non-member split")
     language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
-    lengths: tuple[PositiveInt, ...] = Field((32, 64, 128, 256, 512), description="prefix lengths L in words")
-    k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field((10, 20, 30, 40, 50, 60), description="k of Min-K%% and Min-K%%++")
-    fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01), description="FPR levels for TPR@FPR")
+    lengths: tuple[PositiveInt, ...] = Field((32, 64, 128, 256, 512), min_length=1,
+                                             description="prefix lengths L in words")
+    k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field((10, 20, 30, 40, 50, 60), min_length=1,
+                                                                        description="k of Min-K%% and Min-K%%++")
+    fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01), min_length=1,
+                                                                        description="FPR levels for TPR@FPR")
     bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC bootstrap interval")
     stride: int | None = Field(None, ge=1, description="sliding-window stride for texts longer than the "
                                "context (default: half the context)")
@@ -155,4 +158,8 @@ class MinkMembership(Task):
             log.warning("%s: %d text prefixes have a non-finite score (NaN or inf; the model's outputs?); each "
                         "is left out of that score's metrics (counts non_finite@L, info.non_finite_scores)",
                         self.NAME, sum(counts[f"non_finite@{length}"] for length in config.lengths))
-        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info)
+        empty = None
+        if not metrics_out:  # the runner records the task as skipped, with this reason
+            empty = (f"every text is shorter than every --lengths (the shortest is {min(config.lengths)} words)"
+                     if not prefixes else "no text prefix has a scored token (counts no_scored_token@L)")
+        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info, no_metrics_reason=empty)

@@ -35,8 +35,8 @@ class PrivacyConfig(TaskConfig):
     n_unique: PositiveInt = Field(200, description="unique-N: strings seen once (the seed used 10,000)")
     n_persons: PositiveInt = Field(100, description="synthetic persons with PII")
     data_seed: int = Field(0, description="seed of the synthetic secrets")
-    epochs: tuple[PositiveInt, ...] = Field((4, 8), description="epochs after which the fine-tuned model is "
-                                            "evaluated (it trains for the largest)")
+    epochs: tuple[PositiveInt, ...] = Field((4, 8), min_length=1, description="epochs after which the fine-tuned "
+                                            "model is evaluated (it trains for the largest)")
     learning_rate: float = Field(1e-4, gt=0, description="constant fine-tuning learning rate (the seed's 1e-4)")
     finetune_batch_size: PositiveInt = Field(8, description="fine-tuning batch size")
     finetune_seed: int = Field(42, description="first fine-tuning seed (the seed's 42)")
