@@ -4,7 +4,9 @@ The model identity is `harness.identity`'s: weights, tokenizer, config and kind,
 with another tokenizer or scored as another kind never share an entry.
 
 An interrupted multi-task evaluation, run again, reuses every finished task. Each entry is one
-JSON file written atomically, with the task's per-sample records in a JSONL file beside it.
+JSON file written atomically, with the task's per-sample records in a JSONL file beside it
+(written first: an entry is only read with its samples there). The temporary files of writes
+that a killed process left are deleted when the cache is first used again (`staging.sweep_cache`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from pathlib import Path
 
 from harness.io import atomic_write_text, cache_dir
 from harness.results import TaskEntry
+from harness.staging import sweep_cache
 
 log = logging.getLogger(__name__)
 
 
 def _entry_path(identity: str, task: str, version: int, config_hash: str) -> Path:
+    sweep_cache()
     return cache_dir() / "results" / identity / task / f"v{version}-{config_hash}.json"
 
 

@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
     run.add_argument("--output", type=Path, default=DEFAULT_BOARD)
     run.add_argument("--batch-size", type=positive_int, default=16)
-    run.add_argument("--device", default="auto")
+    run.add_argument("--device", default="auto", type=device_name, help="cpu, cuda, cuda:N or auto")
     run.add_argument("--quick", action="store_true", help="use the small test build (for smoke tests)")
     run.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")
     return parser
@@ -287,12 +287,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    from harness.reference.workflow import reference_recipes
+    from harness.io import cache_dir
+    from harness.reference.workflow import check_writable_folder, reference_recipes
 
     recipes = reference_recipes(args.quick, args.seed)
     unknown = sorted(set(args.builds or []) - {config.name for config, _ in recipes})
     if unknown:
         raise UserError(f"unknown reference build {unknown[0]!r}; choose from {', '.join(reference_build_names())}")
+    if args.output:
+        check_writable_folder(args.output, "--output")
+    else:
+        check_writable_folder(cache_dir(), "the membench cache ($MEMBENCH_CACHE)")
     for config, build_fn in recipes:
         if args.builds is None or config.name in args.builds:
             print(build_fn(config, args.output / config.name if args.output else None, force=args.force))
@@ -318,6 +323,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
     print(json.dumps(record, indent=1), file=sys.stderr)
     print(args.output)
     return 0
+
+
+def device_name(text: str) -> str:
+    """`membench run --device`: the name checked as the flags are read, before a pinned child process
+    starts; whether this machine has that device is checked before any work (`check_job_settings`)."""
+    from harness.models import is_device_name
+
+    if not is_device_name(text):
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; choose cpu, cuda, cuda:N or auto")
+    return text
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -346,6 +361,24 @@ COMMANDS = {"evaluate": cmd_evaluate, "export-lm-eval": cmd_export_lm_eval, "imp
             "leaderboard": cmd_leaderboard, "reference": cmd_reference, "prune": cmd_prune, "run": cmd_run}
 
 
+def reporting_interrupts(command_line):
+    """`main`, with Ctrl-C (anywhere: parsing, imports, the command, waiting for a pinned child)
+    reported as one line on stderr and exit status 130 (`harness.interrupts`)."""
+    import functools
+
+    from harness import interrupts
+
+    @functools.wraps(command_line)
+    def run(argv: list[str] | None = None) -> int:
+        try:
+            return command_line(argv)
+        except KeyboardInterrupt:
+            return interrupts.report()
+
+    return run
+
+
+@reporting_interrupts
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]

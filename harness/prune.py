@@ -11,8 +11,6 @@ pruned T5 to keep about 30% of its parameters.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from torch.nn.utils import prune
 
 from harness.errors import UserError
 from harness.models import ModelSpec, load
+from harness.staging import discard, make_staging
 
 CONFIG_KEY = "membench_pruning"
 
@@ -70,8 +69,7 @@ def prune_checkpoint(spec: ModelSpec, sparsity: float, output: Path) -> dict:
     record = {**prune_model(lm.model, sparsity), "pruned_from": {"model": lm.source, "identity": lm.identity,
                                                                   "weights_sha256": lm.weights_sha256}}
     setattr(lm.model.config, CONFIG_KEY, record)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".prune-", dir=output.parent))
+    staging = make_staging(output.parent, "prune")
     try:
         lm.model.save_pretrained(staging, safe_serialization=True)
         lm.tokenizer.save_pretrained(staging)
@@ -79,5 +77,5 @@ def prune_checkpoint(spec: ModelSpec, sparsity: float, output: Path) -> dict:
             output.rmdir()
         staging.rename(output)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard(staging)
     return record

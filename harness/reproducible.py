@@ -30,6 +30,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from harness import interrupts
+
 log = logging.getLogger(__name__)
 
 REFERENCE_THREADS = 2
@@ -63,7 +65,8 @@ def run_pinned(command: list[str], threads: int = REFERENCE_THREADS) -> int | No
     """Make the rest of this program run pinned: None when this process already is (its torch and
     BLAS threads then set to `threads`); otherwise run `command` (this program again, e.g.
     `python -m harness ARGS`) in a pinned child process and return its exit status. A CPU without
-    AVX2 cannot be pinned: warn, and go on unpinned."""
+    AVX2 cannot be pinned: warn, and go on unpinned. Ctrl-C reaches the child too, which reports
+    it; this process waits for the child (`interrupts.wait_for_child`)."""
     if environment_is_pinned(threads) or os.environ.get(CHILD_MARK):
         capability = torch_capability()
         if capability != PINNED_CAPABILITY:
@@ -73,7 +76,7 @@ def run_pinned(command: list[str], threads: int = REFERENCE_THREADS) -> int | No
         return None
     env = {**os.environ, **pinned_environment(threads), CHILD_MARK: "1"}
     log.info("re-running pinned: %s", " ".join(f"{k}={v}" for k, v in pinned_environment(threads).items()))
-    return subprocess.run(command, env=env).returncode
+    return interrupts.wait_for_child(subprocess.Popen(command, env=env))
 
 
 def available_cores() -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import harness
-from harness import cache, distributed, models
+from harness import cache, distributed, interrupts, models, staging
 from harness.errors import UserError, warn
 from harness.identity import board_key
 from harness.io import atomic_write_text, canonical_json, sha256_file, sha256_text
@@ -156,7 +156,11 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
 
     In a data-parallel run (`harness.distributed`) every rank calls this; data and the model are
     loaded on rank 0 first (so downloads land in the cache once), the scoring primitives share
-    their batches among the ranks, and only rank 0 writes files (every rank returns the path)."""
+    their batches among the ranks, and only rank 0 writes files (every rank returns the path).
+    What killed runs left in the cache and in the output folder is swept first (`harness.staging`)."""
+    if distributed.is_main():
+        staging.sweep_cache()
+        staging.sweep(options.output_path)
     instances = [task() for task in tasks]
     configs = [build_config(task, overrides) for task in tasks]
     unused = set(overrides) - {f for task in tasks for f in task.Config.model_fields}
@@ -183,17 +187,18 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         tasks=entries,
     )
     path = Path(options.output_path) / f"{results_stem(results)}.json"
-    if options.log_samples:
-        for entry, jsonl in zip(entries, samples):
-            if entry.status == "ok":
-                entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
-                if distributed.is_main():
-                    atomic_write_text(path.parent / entry.samples_file, jsonl)
-    if distributed.is_main():
-        if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
-            log.info("%s: the same numbers as before; left as it is", path)
-        else:
-            write_results(results, path)
+    with interrupts.deferred():  # Ctrl-C waits until the samples files and the results file naming them are written
+        if options.log_samples:
+            for entry, jsonl in zip(entries, samples):
+                if entry.status == "ok":
+                    entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
+                    if distributed.is_main():
+                        atomic_write_text(path.parent / entry.samples_file, jsonl)
+        if distributed.is_main():
+            if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
+                log.info("%s: the same numbers as before; left as it is", path)
+            else:
+                write_results(results, path)
     return path
 
 

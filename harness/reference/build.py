@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -24,6 +22,7 @@ from harness.models import weight_files, weights_identity
 from harness.reproducible import NUMERICS
 from harness.reference import train
 from harness.reference.corpus import CORPORA, REFERENCE, corpus_record, corpus_sha256, reference_corpus
+from harness.staging import make_staging, publish_folder
 from harness.text import truncate_words
 
 log = logging.getLogger(__name__)
@@ -95,15 +94,19 @@ def quick_config() -> BuildConfig:
     return reference_builds(quick=True)[0]
 
 
-def is_built(folder: Path, data_sha256: str) -> bool:
+def is_built(folder: Path, data_sha256: str, quiet: bool = False) -> bool:
     """True when `folder` holds every checkpoint of a build from the training data as it is now
-    (the manifest's `corpus.sha256`)."""
+    (the manifest's `corpus.sha256`); `quiet`: no warning when the data changed."""
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return False
-    data = json.loads(manifest.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # replaced by another process just now
+        return False
     if data["corpus"].get("sha256") != data_sha256:
-        log.warning("the training data changed since %s was built; rebuilding", folder)
+        if not quiet:
+            log.warning("the training data changed since %s was built; rebuilding", folder)
         return False
     return all((folder / c["folder"] / "config.json").is_file() for c in data["checkpoints"])
 
@@ -166,7 +169,7 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         "checkpoints": checkpoints,
         "build_seconds": round(time.perf_counter() - started, 1),
     }
-    return publish(staging, folder, manifest)
+    return publish(staging, folder, manifest, force)
 
 
 def save_checkpoint(model, tokenizer, target: Path, epoch: int, times_seen: int) -> dict:
@@ -177,18 +180,19 @@ def save_checkpoint(model, tokenizer, target: Path, epoch: int, times_seen: int)
 
 
 def staging_folder(folder: Path) -> Path:
-    """A fresh folder beside `folder` to build into, so a failed build leaves nothing behind."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=".staging-", dir=folder.parent))
+    """A fresh folder beside `folder` to build into (`staging.make_staging`), so a failed build leaves
+    nothing behind: deleted when this process exits unpublished, or by a later run when it was killed."""
+    return make_staging(folder.parent)
 
 
-def publish(staging: Path, folder: Path, manifest: dict) -> Path:
+def publish(staging: Path, folder: Path, manifest: dict, force: bool = False) -> Path:
     """Write the manifest (with the pinned numerics it was trained under) into `staging` and move
-    it to `folder` (replacing an older build)."""
+    it to `folder` (`staging.publish_folder`), replacing an older build (`force`, or a build from
+    other training data). A current build there is another process's build of the same recipe,
+    published while this one trained: that one is kept and this one discarded."""
     manifest = {**manifest, "numerics": NUMERICS}
     atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=1) + "\n")
-    if folder.exists():
-        shutil.rmtree(folder)
-    staging.rename(folder)
-    log.info("built reference checkpoints in %s (%.0f s)", folder, manifest["build_seconds"])
+    replace = force or not is_built(folder, manifest["corpus"]["sha256"], quiet=True)
+    if publish_folder(staging, folder, replace=replace):
+        log.info("built reference checkpoints in %s (%.0f s)", folder, manifest["build_seconds"])
     return folder

@@ -242,4 +242,4 @@ def build_mlm(config: MlmBuildConfig = MlmBuildConfig(), folder: Path | None = N
         "checkpoints": checkpoints,
         "build_seconds": round(time.perf_counter() - started, 1),
     }
-    return publish(staging, folder, manifest)
+    return publish(staging, folder, manifest, force)

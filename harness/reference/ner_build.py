@@ -168,4 +168,4 @@ def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = N
         "checkpoints": checkpoints,
         "build_seconds": round(time.perf_counter() - started, 1),
     }
-    return publish(staging, folder, manifest)
+    return publish(staging, folder, manifest, force)

@@ -246,4 +246,4 @@ def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None
         "checkpoints": [dense, {**sparse, "pruning": record}],
         "build_seconds": round(time.perf_counter() - started, 1),
     }
-    return publish(staging, folder, manifest)
+    return publish(staging, folder, manifest, force)

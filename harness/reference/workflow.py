@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from harness.errors import UserError
 from harness.identity import board_key
-from harness.models import ModelSpec
+from harness.io import cache_dir
+from harness.models import ModelSpec, resolve_device
 from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines
 from harness.results import ResultsFile, load_results
 from harness.reference.build import build, checkpoint_folders, reference_builds
@@ -16,6 +19,7 @@ from harness.reference.ner_build import NerBuildConfig, build_ner
 from harness.reference.pretrained import MINILM_TASKS, minilm_folder
 from harness.reference.t5_build import T5BuildConfig, build_t5
 from harness.runner import EvaluateOptions, evaluate
+from harness.staging import sweep_cache
 from harness.task import discover
 from leaderboard.build import write_board
 from leaderboard.collect import read_submissions
@@ -57,6 +61,34 @@ class JobOutcome:
     removed: list[Path] = field(default_factory=list)  # earlier files of the same checkpoints (`remove_superseded`)
 
 
+def check_writable_folder(folder: Path, what: str) -> None:
+    """A `UserError` unless `folder` is a folder this process can write into, or can be made one
+    (its nearest existing ancestor is a writable folder)."""
+    folder = Path(folder).expanduser()
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{what} {folder}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {folder}: {existing} is not writable")
+
+
+def check_job_settings(submissions: Path, board: Path, batch_size: int, device: str) -> None:
+    """Refuse bad settings of `membench run` before any work (the reference builds train for
+    minutes): the device (`models.resolve_device`: a known name, and there on this machine), the
+    batch size, and where it writes: the submissions folder, the board file and the cache."""
+    if batch_size < 1:
+        raise UserError(f"--batch-size must be a positive integer, got {batch_size}")
+    resolve_device(device)
+    check_writable_folder(submissions, "--submissions")
+    board = Path(board).expanduser()
+    if board.is_dir():
+        raise UserError(f"--output {board} is a folder; give the board's file name, e.g. LEADERBOARD.md")
+    check_writable_folder(board.parent, "--output")
+    check_writable_folder(cache_dir(), "the membench cache ($MEMBENCH_CACHE)")
+
+
 def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, device: str = "auto",
                       quick: bool = False, use_cache: bool = True) -> JobOutcome:
     """Build the reference checkpoints if missing, evaluate on each checkpoint the tasks its build
@@ -64,7 +96,11 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
     names, CPU-sized fine-tuning), write one results file per checkpoint into `submissions`
     (named by its build recipe, so a run on another machine replaces the file rather than adding
     one; the file of an earlier run under another name, after a task version changed, is deleted:
-    `remove_superseded`), regenerate the board, and compare the controls with the files they replaced."""
+    `remove_superseded`), regenerate the board, and compare the controls with the files they replaced.
+    Every setting is checked first (`check_job_settings`), and what killed runs left in the cache is
+    swept (`staging.sweep_cache`)."""
+    check_job_settings(submissions, board, batch_size, device)
+    sweep_cache()
     registry = discover()
     before = newest_by_key(submissions)
     options = EvaluateOptions(output_path=submissions, batch_size=batch_size, use_cache=use_cache,
