@@ -177,17 +177,26 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         tasks=entries,
     )
     path = Path(options.output_path) / f"{results_stem(results)}.json"
-    if options.log_samples:
-        for entry, jsonl in zip(entries, samples):
-            if entry.status == "ok":
-                entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
-                if distributed.is_main():
-                    atomic_write_text(path.parent / entry.samples_file, jsonl)
-    if distributed.is_main():
-        if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
-            log.info("%s: the same numbers as before; left as it is", path)
-        else:
-            write_results(results, path)
+    new_files = []  # samples files this call created: removed again when the results file cannot be written
+    try:
+        if options.log_samples:
+            for entry, jsonl in zip(entries, samples):
+                if entry.status == "ok":
+                    entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
+                    if distributed.is_main():
+                        target = path.parent / entry.samples_file
+                        if not target.exists():
+                            new_files.append(target)
+                        atomic_write_text(target, jsonl)
+        if distributed.is_main():
+            if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
+                log.info("%s: the same numbers as before; left as it is", path)
+            else:
+                write_results(results, path)
+    except BaseException:
+        for target in new_files:
+            target.unlink(missing_ok=True)
+        raise
     return path
 
 
