@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 import typing
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seed_int(text: str) -> int:
+    """A seed: an integer from 0 to `harness.task.MAX_SEED` (numpy's generators refuse negative seeds,
+    and its global seed, which the reference training sets, anything from 2**32 on)."""
+    from harness.task import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {value}")
+    return value
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2), like every other user error."""
 
@@ -90,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a quick test run: cut each task's data to about this many samples (its card says how, "
                          "and what work stays whole); the board marks such results and `validate --strict` "
                          "refuses them for submission")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=seed_int, default=0)
     ev.add_argument("--log-samples", action="store_true", help="also write per-sample JSONL files")
     ev.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
     ev.add_argument("--trust-remote-code", action="store_true", help="allow the checkpoint's own Python code")
@@ -114,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--tasks", help="comma-separated membench task names (default: every exportable task)")
     ex.add_argument("--limit", type=positive_int, help="export at most this many samples per task, as "
                     "`membench evaluate --limit` takes them")
-    ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument("--seed", type=seed_int, default=0)
     ex.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
     add_task_config_flags(ex)
 
@@ -148,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "members), the NER token classifier, the T5 model and its "
                                                "pruned variant, and the masked LM")
     rb.add_argument("--output", type=Path, help="parent folder of the builds (default: the membench cache)")
-    rb.add_argument("--seed", type=int, default=0,
+    rb.add_argument("--seed", type=seed_int, default=0,
                     help="seed of the causal LMs' member split and training (tasks read it as "
                          "--reference-seed); the NER, T5 and masked-LM models always use seed 0")
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
@@ -179,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from harness import distributed, reproducible
+    from harness.io import cache_dir, check_writable_folder
     from harness.models import ModelKind, ModelSpec, resolve_device
     from harness.runner import EvaluateOptions, evaluate
     from harness.task import select
@@ -192,6 +209,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         distributed.init_from_env(cpu=on_cpu)
         if not on_cpu and device in ("auto", "cuda"):
             device = distributed.local_device()
+    if distributed.is_main():  # rank 0 writes the files: find out now, not after the run, if it cannot
+        check_writable_folder(args.output_path, f"--output-path {args.output_path}")
+        cache = cache_dir()
+        check_writable_folder(cache, f"the membench cache {cache}")
     if not args.reproducible:  # a pinned run set its threads already
         reproducible.set_threads(args.threads or reproducible.default_threads(distributed.env_local_world_size()))
     spec = ModelSpec(model=args.model, revision=args.revision,
@@ -211,12 +232,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_export_lm_eval(args: argparse.Namespace) -> int:
+    from harness.io import check_writable_folder
     from harness.lm_eval_export import export_tasks, write_export
     from harness.models import ModelKind, ModelSpec
 
     spec = ModelSpec(model=args.model, revision=args.revision,
                      kind=ModelKind(args.model_kind) if args.model_kind else None,
                      trust_remote_code=args.trust_remote_code)
+    check_writable_folder(args.folder, f"export folder {args.folder}")
     tasks, facts = export_tasks(spec, args.tasks, task_overrides(args), args.limit, args.seed)
     write_export(args.folder, tasks, facts)
     for task in tasks:
@@ -229,8 +252,10 @@ def cmd_export_lm_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_import_lm_eval(args: argparse.Namespace) -> int:
+    from harness.io import check_writable_folder
     from harness.lm_eval_import import import_results
 
+    check_writable_folder(args.output_path, f"--output-path {args.output_path}")
     print(import_results(args.results_file, args.output_path, model=args.model, name=args.model_name,
                          allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code))
     return 0
@@ -273,6 +298,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from harness.io import check_writable_folder
     from leaderboard.build import is_current, write_board
 
     if args.check:
@@ -281,6 +307,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             return 0
         print(f"{args.output} is stale: run `membench leaderboard` and commit it", file=sys.stderr)
         return 1
+    if args.output.is_dir():  # checked first: the plots are written beside the board, before it
+        raise UserError(f"--output {args.output} is a folder; give the board's file name, e.g. "
+                        f"{args.output / DEFAULT_BOARD.name}")
+    check_writable_folder(args.output.parent, f"--output {args.output}")
     write_board(args.submissions, args.output)
     print(args.output)
     return 0
@@ -380,6 +410,8 @@ def reporting_interrupts(command_line):
 
 @reporting_interrupts
 def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit (ulimit -f): a write fails with EFBIG
     args = build_parser().parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
@@ -407,3 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"membench: error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:  # a file operation without a more helpful message: a full disk, a permission
+        from harness.io import os_error_text
+
+        print(f"membench: error: {os_error_text(err)}", file=sys.stderr)
+        return UserError.exit_code

@@ -19,12 +19,16 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from tqdm.auto import tqdm
 
+from harness.errors import UserError
+
 T = TypeVar("T")
 
 # Variables through which launchers tell a process it is one of many (`single_process_env` hides them).
 LAUNCHER_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
                       "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_NAME", "TORCHELASTIC_RUN_ID",
                       "ACCELERATE_USE_CPU")
+# What torchrun (and accelerate launch, through it) sets beside WORLD_SIZE for the processes to meet.
+RENDEZVOUS_VARIABLES = ("RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 def env_world_size() -> int:
@@ -72,11 +76,23 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def check_launcher_env() -> None:
+    """A `UserError` when WORLD_SIZE > 1 but the variables a launcher sets beside it (`RENDEZVOUS_VARIABLES`)
+    are missing: a WORLD_SIZE left in the shell, not a launch, which would fail deep in
+    `torch.distributed` or wait for processes that never come."""
+    missing = [name for name in RENDEZVOUS_VARIABLES if not os.environ.get(name)]
+    if env_world_size() > 1 and missing:
+        raise UserError(f"WORLD_SIZE={os.environ.get('WORLD_SIZE')} is set but {', '.join(missing)} "
+                        f"{'is' if len(missing) == 1 else 'are'} not: start a data-parallel run with `torchrun` "
+                        "or `accelerate launch`, or unset WORLD_SIZE")
+
+
 def init_from_env(cpu: bool) -> int:
     """Join the launcher's process group when WORLD_SIZE > 1 (gloo when `cpu`, else nccl, one GPU
     per process); returns the world size. Without a launcher it does nothing and returns 1."""
     if env_world_size() <= 1 or _group_up():
         return world_size()
+    check_launcher_env()
     from accelerate import PartialState
 
     if cpu:

@@ -155,20 +155,30 @@ def utils_source(tasks: list[LmEvalTask]) -> str:
 
 def write_export(folder: Path, tasks: list[LmEvalTask], facts: dict[str, Any]) -> list[Path]:
     """Write every task's documents and YAML, and `utils.py`, into `folder`; `facts` (the model,
-    limit and seed of the export) go into every YAML's metadata."""
+    limit and seed of the export) go into every YAML's metadata. Each file is written atomically;
+    when one cannot be written, the files this call created are removed again."""
     if not tasks:
         raise UserError("no task to export")
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    contents: list[tuple[Path, str]] = []
     for task in tasks:
         data_file = folder / f"{task.name}.jsonl"
-        atomic_write_text(data_file, "".join(json.dumps(doc, ensure_ascii=False) + "\n" for doc in task.docs))
-        config_file = folder / f"{task.name}.yaml"
-        atomic_write_text(config_file, yaml.dump(task_yaml(task, data_file, facts), Dumper=_Dumper,
-                                                 sort_keys=False, allow_unicode=True))
-        written += [data_file, config_file]
-    atomic_write_text(folder / "utils.py", utils_source(tasks))
-    return written + [folder / "utils.py"]
+        contents.append((data_file, "".join(json.dumps(doc, ensure_ascii=False) + "\n" for doc in task.docs)))
+        contents.append((folder / f"{task.name}.yaml", yaml.dump(task_yaml(task, data_file, facts), Dumper=_Dumper,
+                                                                 sort_keys=False, allow_unicode=True)))
+    contents.append((folder / "utils.py", utils_source(tasks)))
+    created, made_folder = [], not folder.exists()
+    try:
+        for path, text in contents:
+            if not path.exists():
+                created.append(path)
+            atomic_write_text(path, text)
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        if made_folder and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+    return [path for path, _ in contents]
 
 
 # ---------------------------------------------------------------- the command

@@ -16,67 +16,133 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
 import harness
 from harness.errors import UserError
-from harness.io import parse_json_object, read_utf8
-from harness.results import (SCHEMA_VERSION, Environment, HarnessInfo, Headline, Metric, ModelInfo, ResultsFile,
-                             RunSettings, TaskEntry, write_results)
+from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
+from harness.results import (SCHEMA_VERSION, TASK_NAME_PATTERN, Environment, HarnessInfo, Headline, Metric, ModelInfo,
+                             ResultsFile, RunSettings, TaskEntry, write_results)
 
 
-def model_args(config: dict[str, Any]) -> dict[str, str]:
+class _ExportedMetric(BaseModel):
+    key: str
+    name: str
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class _ExportedModel(BaseModel):
+    name: str | None = None
+    revision: str | None = None
+    tokenizer_fingerprint: str | None = None
+
+
+class ExportMeta(BaseModel):
+    """An exported task's `metadata.membench`, as `harness.lm_eval_export.task_yaml` writes it;
+    checked before it is used, so a hand-edited or truncated one is one error line, not a traceback."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task: str = Field(pattern=TASK_NAME_PATTERN)
+    version: StrictInt
+    config: dict[str, Any]
+    metrics: list[_ExportedMetric] = Field(min_length=1)
+    data_source: str | None = None
+    headline: Headline | None = None
+    summary: list[Headline] = Field(default_factory=list)
+    counts: dict[str, StrictInt] = Field(default_factory=dict)
+    task_card: str | None = None
+    model: _ExportedModel = Field(default_factory=_ExportedModel)
+    limit: StrictInt | None = None
+    seed: StrictInt = Field(0, ge=0)
+
+
+def model_args(config: dict[str, Any], origin: str = "lm-eval results") -> dict[str, str]:
     """lm-eval's `model_args`, a dict or its `key=value,key=value` string."""
     args = config.get("model_args") or {}
     if isinstance(args, str):
         args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    if not isinstance(args, dict):
+        raise UserError(f"{origin}: config.model_args must be an object or a key=value,... string, not {args!r}")
     return {str(k): str(v) for k, v in args.items()}
 
 
-def exported_tasks(raw: dict[str, Any], origin: str) -> dict[str, dict[str, Any]]:
-    """lm-eval task name -> its `metadata.membench`, for the tasks membench exported."""
+def _object(value: Any, where: str) -> dict[str, Any]:
+    """`value` when it is a JSON object (None: an empty one); a `UserError` naming `where` otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+def exported_tasks(raw: dict[str, Any], origin: str) -> dict[str, ExportMeta]:
+    """lm-eval task name -> its `metadata.membench` (checked: `ExportMeta`), for the tasks membench exported."""
     configs = raw.get("configs")
     if not isinstance(configs, dict) or not isinstance(raw.get("results"), dict):
         raise UserError(f"{origin}: not an lm-eval results file (no 'results' and 'configs')")
-    found = {name: (config.get("metadata") or {}).get("membench") for name, config in configs.items()
-             if isinstance(config, dict)}
-    found = {name: meta for name, meta in found.items() if isinstance(meta, dict)}
+    found = {name: _object(config.get("metadata"), f"{origin}: configs.{name}.metadata").get("membench")
+             for name, config in configs.items() if isinstance(config, dict)}
+    found = {name: meta for name, meta in found.items() if meta is not None}
     if not found:
         raise UserError(f"{origin}: none of its tasks ({', '.join(configs) or 'none'}) was written by "
                         "`membench export-lm-eval`")
-    for name in found:
-        samples = (raw.get("n-samples") or {}).get(name) or {}
+    checked = {}
+    for name, meta in found.items():
+        where = f"{origin}: configs.{name}.metadata.membench"
+        try:
+            checked[name] = ExportMeta.model_validate(_object(meta, where))
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            raise UserError(f"{where}{'.' + field if field else ''}: {first['msg']} (not as "
+                            "`membench export-lm-eval` wrote it)") from None
+    n_samples = _object(raw.get("n-samples"), f"{origin}: n-samples")
+    for name in checked:
+        _object(raw["results"].get(name), f"{origin}: results.{name}")
+        samples = _object(n_samples.get(name), f"{origin}: n-samples.{name}")
         if samples.get("effective") != samples.get("original"):
             raise UserError(f"{origin}: {name} ran on {samples.get('effective')} of its {samples.get('original')} "
                             "documents (lm_eval --limit); import needs the whole exported task "
                             "(export fewer with `membench export-lm-eval --limit`)")
-    return found
+    return checked
 
 
-def entry(name: str, meta: dict[str, Any], scores: dict[str, Any], dtype: str, lm_eval_version: str) -> TaskEntry:
+def entry(name: str, meta: ExportMeta, scores: dict[str, Any], dtype: str, lm_eval_version: str) -> TaskEntry:
     """The membench entry of one exported task's lm-eval results."""
     from harness.runner import settings_hash
     from harness.task import discover
 
-    task = discover().get(meta["task"])  # its LIMIT_VERSION keys a limited export as `membench evaluate` does
+    task = discover().get(meta.task)  # its LIMIT_VERSION keys a limited export as `membench evaluate` does
     metrics = []
-    for metric in meta["metrics"]:
-        value = scores.get(f"{metric['key']},none")
-        if value is not None and not isinstance(value, (int, float)):
-            raise UserError(f"{name}: metric {metric['key']} is {value!r}, not a number")
-        metrics.append(Metric(name=metric["name"], value=value, tags=metric["tags"]))
+    for metric in meta.metrics:
+        value = scores.get(f"{metric.key},none")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise UserError(f"{name}: metric {metric.key} is {value!r}, not a number")
+        metrics.append(Metric(name=metric.name, value=value, tags=metric.tags))
     return TaskEntry(
-        name=meta["task"], version=meta["version"], status="ok", config=meta["config"],
-        config_hash=settings_hash(meta["config"], meta.get("limit"), meta.get("seed", 0), dtype,
-                                  meta.get("data_source"), task.LIMIT_VERSION if task else 1),
-        seed=meta.get("seed", 0), metrics=metrics, counts=meta.get("counts", {}),
-        headline=Headline(**meta["headline"]) if meta.get("headline") else None,
-        summary=[Headline(**h) for h in meta.get("summary", [])],
+        name=meta.task, version=meta.version, status="ok", config=meta.config,
+        config_hash=settings_hash(meta.config, meta.limit, meta.seed, dtype, meta.data_source,
+                                  task.LIMIT_VERSION if task else 1),
+        seed=meta.seed, metrics=metrics, counts=meta.counts, headline=meta.headline, summary=meta.summary,
         info={"evaluated_with": f"lm-evaluation-harness {lm_eval_version}", "lm_eval_task": name,
-              "data_source": meta.get("data_source"), "task_card": meta.get("task_card")})
+              "data_source": meta.data_source, "task_card": meta.task_card})
 
 
 def _version(pattern: str, text: str) -> str:
     found = re.search(pattern, text or "")
     return found.group(1) if found else "unknown"
+
+
+def _created_at(date: Any) -> _dt.datetime:
+    """When lm-eval ran (its `date`, a Unix time), else now."""
+    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    if isinstance(date, bool) or not isinstance(date, (int, float)):
+        return now
+    try:
+        return _dt.datetime.fromtimestamp(float(date), _dt.timezone.utc).replace(microsecond=0)
+    except (OverflowError, ValueError, OSError):  # out of the range of dates
+        return now
 
 
 def import_results(path: Path, output_path: Path, model: str | None = None, name: str | None = None,
@@ -91,10 +157,10 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
     from harness.runner import git_commit, results_stem
 
     origin = str(path)
-    raw = parse_json_object(read_utf8(path), origin)
+    raw = parse_json_object(read_utf8(path, SETTINGS_MAX_BYTES, "lm-eval results file"), origin)
     tasks = exported_tasks(raw, origin)
-    config = raw.get("config") or {}
-    args = model_args(config)
+    config = _object(raw.get("config"), f"{origin}: config")
+    args = model_args(config, origin)
     source = model or args.get("pretrained")
     if not source:
         raise UserError(f"{origin}: lm-eval recorded no `pretrained` model; name it with --model")
@@ -107,9 +173,9 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
         raise UserError(f"{source} is a {kind.value} model; the exported tasks score causal LMs")
     fingerprint = tokenizer_fingerprint(load_tokenizer(folder, trust_remote_code))
     for task_name, meta in tasks.items():
-        exported = meta.get("model", {}).get("tokenizer_fingerprint")
+        exported = meta.model.tokenizer_fingerprint
         if exported != fingerprint:
-            raise UserError(f"{task_name} was exported with the tokenizer of {meta.get('model', {}).get('name')} "
+            raise UserError(f"{task_name} was exported with the tokenizer of {meta.model.name} "
                             f"(fingerprint {exported}), but {source}'s tokenizer is {fingerprint}: its token "
                             "counts do not apply; export again with --model " + source)
     files = weight_files(folder, allow_pickle)
@@ -117,15 +183,14 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
     dtype = str(config.get("model_dtype") or args.get("dtype") or "unknown").removeprefix("torch.")
     lm_eval_version = str(raw.get("lm_eval_version") or "unknown")
     results_of = raw["results"]
-    entries = [entry(task_name, meta, results_of.get(task_name) or {}, dtype, lm_eval_version)
+    entries = [entry(task_name, meta, _object(results_of.get(task_name), f"{origin}: results.{task_name}"), dtype,
+                     lm_eval_version)
                for task_name, meta in tasks.items()]
     env = str(raw.get("pretty_env_info") or "")
     batch = str(config.get("batch_size") or "")
-    created = raw.get("date")
     results = ResultsFile(
         schema_version=SCHEMA_VERSION,
-        created_at=(_dt.datetime.fromtimestamp(float(created), _dt.timezone.utc) if isinstance(created, (int, float))
-                    else _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0),
+        created_at=_created_at(raw.get("date")),
         harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
         model=ModelInfo(name=name or default_name(source, from_hub, folder),
                         source=source, revision=revision, identity=identity.identity, identity_kind="model-sha256",
@@ -137,7 +202,7 @@ def import_results(path: Path, output_path: Path, model: str | None = None, name
                                 torch=_version(r"PyTorch version: (\S+)", env),
                                 transformers=str(raw.get("transformers_version") or "unknown"),
                                 platform=_version(r"python platform: ([a-z]+)", env.lower())),
-        run=RunSettings(batch_size=int(batch) if batch.isdigit() else 0, limit=next(iter(tasks.values())).get("limit"),
+        run=RunSettings(batch_size=int(batch) if batch.isdigit() else 0, limit=next(iter(tasks.values())).limit,
                         seed=entries[0].seed),
         tasks=entries,
     )

@@ -21,6 +21,7 @@ from harness.data import first_line
 from harness.errors import UserError, warn
 from harness.identity import TOKENIZER_PATTERNS, ModelIdentity, model_identity, tokenizer_files
 from harness.identity import weights_identity as weights_identity  # re-exported: the reference builds use it
+from harness.io import CONFIG_MAX_BYTES, TOKENIZER_MAX_BYTES, check_regular_file, read_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -194,15 +195,32 @@ def looks_like_path(model: str) -> bool:
 
 
 def resolve_local_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
-    """(folder, whether it came from the hub, resolved revision) for a local path or a hub id."""
+    """(folder, whether it came from the hub, resolved revision) for a local path or a hub id;
+    its small files are checked (`check_checkpoint_files`)."""
     path = Path(spec.model).expanduser()
     if path.exists():
         if not path.is_dir():
             raise UserError(f"model path is not a directory: {spec.model}")
+        check_checkpoint_files(path)
         return path, False, spec.revision
     if looks_like_path(spec.model):
         raise UserError(f"model path does not exist: {spec.model}")
-    return _download_from_hub(spec)
+    folder, from_hub, revision = _download_from_hub(spec)
+    check_checkpoint_files(folder)
+    return folder, from_hub, revision
+
+
+def check_checkpoint_files(folder: Path) -> None:
+    """A `UserError` unless every config and tokenizer file of the checkpoint (`CONFIG_FILES`), which
+    membench or transformers reads, is a regular file (after following symlinks) of at most
+    `CONFIG_MAX_BYTES` (config files) or `TOKENIZER_MAX_BYTES` (tokenizer files); see `harness.io`.
+    The weight files are checked by `weight_files`."""
+    tokenizer_names = {p for pattern in TOKENIZER_PATTERNS for p in folder.glob(pattern)}
+    for path in sorted({p for pattern in CONFIG_FILES for p in folder.glob(pattern)}):
+        if path in tokenizer_names:
+            check_regular_file(path, TOKENIZER_MAX_BYTES, "tokenizer file")
+        else:
+            check_regular_file(path, CONFIG_MAX_BYTES, "checkpoint config file")
 
 
 def _download_from_hub(spec: ModelSpec) -> tuple[Path, bool, str]:
@@ -220,9 +238,12 @@ def _download_from_hub(spec: ModelSpec) -> tuple[Path, bool, str]:
 
 
 def weight_files(folder: Path, allow_pickle: bool) -> list[Path]:
-    """The weight files to hash and load; refuses pickle-only checkpoints unless allowed."""
+    """The weight files to hash and load, each a regular file (a symlink to a missing file or to a
+    device such as /dev/zero is a `UserError`); refuses pickle-only checkpoints unless allowed."""
     safe = sorted(p for pattern in SAFE_WEIGHTS for p in folder.glob(pattern))
     if safe:
+        for path in safe:
+            check_regular_file(path, None, "weight file")
         return safe
     pickled = sorted(p for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern))
     if pickled and not allow_pickle:
@@ -231,19 +252,28 @@ def weight_files(folder: Path, allow_pickle: bool) -> list[Path]:
                         "pass --allow-pickle if you trust it")
     if not pickled:
         raise UserError(f"{folder} has no weight files (*.safetensors)")
+    for path in pickled:
+        check_regular_file(path, None, "weight file")
     return pickled
 
 
 def read_config(folder: Path) -> dict:
+    """config.json as a dictionary; a `UserError` when it is missing, not a regular file of at most
+    `CONFIG_MAX_BYTES`, not a JSON object, or names its architectures as anything but a list of names."""
     config_path = folder / "config.json"
-    if not config_path.is_file():
+    if not os.path.lexists(config_path):
         raise UserError(f"{folder} is not a checkpoint: it has no config.json")
+    raw = read_regular_file(config_path, CONFIG_MAX_BYTES, "config.json")
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise UserError(f"{config_path} is not valid JSON: {err}") from None
     if not isinstance(config, dict):
         raise UserError(f"{config_path} must hold a JSON object")
+    architectures = config.get("architectures")
+    if architectures is not None and not (isinstance(architectures, list)
+                                          and all(isinstance(a, str) for a in architectures)):
+        raise UserError(f"{config_path}: \"architectures\" must be a list of class names, not {architectures!r}")
     return config
 
 

@@ -18,6 +18,7 @@ import torch
 from torch.nn.utils import prune
 
 from harness.errors import UserError
+from harness.io import check_writable_folder
 from harness.models import ModelSpec, load
 from harness.staging import discard, make_staging
 
@@ -65,6 +66,7 @@ def prune_checkpoint(spec: ModelSpec, sparsity: float, output: Path) -> dict:
         raise UserError(f"--output {output} exists and is not an empty folder")
     if not 0.0 < sparsity < 1.0:
         raise UserError(f"--sparsity must be between 0 and 1 (exclusive), got {sparsity}")
+    check_writable_folder(output.parent, f"--output {output}")  # before the work, not after it
     lm = load(replace(spec, device="cpu", dtype="float32"))
     record = {**prune_model(lm.model, sparsity), "pruned_from": {"model": lm.source, "identity": lm.identity,
                                                                   "weights_sha256": lm.weights_sha256}}

@@ -12,7 +12,7 @@ from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationErr
                       model_validator)
 
 from harness.errors import UserError
-from harness.io import atomic_write_text, parse_json_object, read_utf8
+from harness.io import RESULTS_MAX_BYTES, atomic_write_text, parse_json_object, read_utf8
 
 # 2: the model's identity covers its weights, tokenizer, config and kind (`harness.identity`), and
 # `model` records each part's sha256. 1: the identity was the weights sha256 or the hub commit.
@@ -312,7 +312,7 @@ def submission_problem(results: ResultsFile) -> str | None:
 
 
 def load_results(path: Path) -> ResultsFile:
-    return parse_results(read_utf8(path), str(path))
+    return parse_results(read_utf8(path, RESULTS_MAX_BYTES, "results file"), str(path))
 
 
 def write_results(results: ResultsFile, path: Path) -> None:

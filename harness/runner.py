@@ -188,18 +188,33 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     )
     path = Path(options.output_path) / f"{results_stem(results)}.json"
     with interrupts.deferred():  # Ctrl-C waits until the samples files and the results file naming them are written
+        write_outputs(results, path, samples, options)
+    return path
+
+
+def write_outputs(results: ResultsFile, path: Path, samples: list[str], options: EvaluateOptions) -> None:
+    """Write the per-sample JSONL files (with `--log-samples`) and then the results file naming them
+    (rank 0 only); the samples files this call created are removed again when a write fails."""
+    new_files = []
+    try:
         if options.log_samples:
-            for entry, jsonl in zip(entries, samples):
+            for entry, jsonl in zip(results.tasks, samples):
                 if entry.status == "ok":
                     entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
                     if distributed.is_main():
-                        atomic_write_text(path.parent / entry.samples_file, jsonl)
+                        target = path.parent / entry.samples_file
+                        if not target.exists():
+                            new_files.append(target)
+                        atomic_write_text(target, jsonl)
         if distributed.is_main():
             if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
                 log.info("%s: the same numbers as before; left as it is", path)
             else:
                 write_results(results, path)
-    return path
+    except BaseException:
+        for target in new_files:
+            target.unlink(missing_ok=True)
+        raise
 
 
 def model_info(lm: models.LoadedModel) -> ModelInfo:

@@ -26,6 +26,10 @@ RESERVED_FIELDS = frozenset({"model", "revision", "model_kind", "tasks", "batch_
                              "limit", "seed", "log_samples", "output_path", "trust_remote_code",
                              "allow_pickle", "model_name", "no_cache", "verbose"})
 
+# The largest seed membench takes (`--seed`, `--reference-seed`, ...): numpy's global seed, which
+# the reference training sets, takes 0 to 2**32 - 1, and its generators refuse negative seeds.
+MAX_SEED = 2**32 - 1
+
 
 class TaskConfig(BaseModel):
     """Base of every task's settings: frozen, and unknown fields are an error."""

@@ -1,11 +1,15 @@
 """Bad input gives one `membench: error:` line on stderr, exit status 2, and writes nothing;
 awkward but valid input (no pad token, empty or over-long texts, a model kind a task cannot
-score) still gives a valid results file. Everything runs `harness.cli.main` in-process."""
+score) still gives a valid results file. Everything runs `harness.cli.main` in-process but the last few
+tests, which run the real command line (what reaches stderr there, a file-size limit)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -333,3 +337,302 @@ def test_nan_scores_are_counted_and_dropped_with_a_warning(capsys, caplog, nan_l
     assert [(m.name, m.tags, m.value, m.ci_low, m.ci_high, m.n) for m in entry.metrics] == \
         [(m.name, m.tags, m.value, m.ci_low, m.ci_high, m.n) for m in reference.metrics]
     assert {m.n for m in entry.metrics} == {4}
+
+
+# ---------------------------------------------------------------- issue 17: seeds, odd files, writes that fail
+
+
+def test_negative_seed_is_refused_at_parsing(capsys, tiny_lm, tmp_path, out, good_data):
+    """numpy refuses negative seeds (and its global seed anything from 2**32): refused before any work,
+    as a usage error (argparse exits with status 2)."""
+    for argv in (evaluate_argv(tiny_lm, good_data, out, "--seed", "-1"),
+                 ["export-lm-eval", str(out), "--model", str(tiny_lm), "--seed", "-1"],
+                 ["reference", "build", "--quick", "--seed", "-1"],
+                 evaluate_argv(tiny_lm, good_data, out, "--seed", str(2**32))):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        captured = capsys.readouterr()
+        [line] = captured.err.splitlines()
+        assert line.startswith("membench: error: argument --seed: expected a seed from 0 to 4294967295"), line
+        assert captured.out == "" and not out.exists()
+
+
+@pytest.mark.parametrize("value", ["-1", str(2**32)])
+def test_reference_seed_out_of_range(capsys, tiny_lm, out, value):
+    argv = ["evaluate", "--model", str(tiny_lm), "--tasks", TASK, "--reference-seed", value, "--output-path", str(out)]
+    assert_user_error(capsys, argv, out, "--reference-seed")
+
+
+def test_architectures_not_a_list(capsys, tiny_lm, tmp_path, out, good_data):
+    """Detected or given with --model-kind, a config.json whose architectures is not a list of names is refused."""
+    folder = tmp_path / "arch5"
+    shutil.copytree(tiny_lm, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(config, architectures=5)))
+    for extra in ((), ("--model-kind", "causal-lm")):
+        assert_user_error(capsys, evaluate_argv(folder, good_data, out, *extra), out, "config.json", "architectures",
+                          "list of class names")
+
+
+def _copy_with_link(tiny_lm: Path, folder: Path, name: str, target: str) -> Path:
+    shutil.copytree(tiny_lm, folder)
+    (folder / name).unlink()
+    (folder / name).symlink_to(target)
+    return folder
+
+
+def test_dangling_weights_symlink(capsys, tiny_lm, tmp_path, out, good_data):
+    folder = _copy_with_link(tiny_lm, tmp_path / "dangling", "model.safetensors", str(tmp_path / "gone.safetensors"))
+    assert_user_error(capsys, evaluate_argv(folder, good_data, out), out, "model.safetensors", "does not exist")
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json", "tokenizer.json"])
+def test_checkpoint_file_linked_to_dev_zero(capsys, tiny_lm, tmp_path, out, good_data, name):
+    """A weights, config or tokenizer file that is a link to /dev/zero would be read forever."""
+    folder = _copy_with_link(tiny_lm, tmp_path / "zero", name, "/dev/zero")
+    assert_user_error(capsys, evaluate_argv(folder, good_data, out), out, name, "/dev/zero", "not a regular file")
+
+
+def test_output_path_is_a_file_checked_before_any_work(capsys, tmp_path, good_data):
+    """Refused before the model is even looked at: the missing model is not what the error says."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for output in (afile, afile / "sub"):
+        line = assert_user_error(capsys, evaluate_argv(tmp_path / "no-model", good_data, output), None,
+                                 "--output-path", f"{afile} is not a folder")
+        assert "no-model" not in line
+    assert afile.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_output_path_unwritable(capsys, tmp_path, good_data, tiny_lm):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, locked / "out"), None, "--output-path",
+                          "permission denied")
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def test_membench_cache_is_a_file(capsys, monkeypatch, tmp_path, tiny_lm, out, good_data):
+    afile = tmp_path / "cache-file"
+    afile.write_text("x")
+    monkeypatch.setenv("MEMBENCH_CACHE", str(afile))
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out), out, f"MEMBENCH_CACHE={afile}", "not a folder")
+
+
+def test_leaderboard_output_is_a_folder(capsys, monkeypatch, tmp_path):
+    work = tmp_path / "work"
+    (work / "subs").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert_user_error(capsys, ["leaderboard", "--submissions", "subs", "--output", "."], None, "--output", "folder")
+    assert sorted(p.name for p in work.iterdir()) == ["subs"]  # no plots folder, no temporary file
+
+
+def test_prune_output_under_a_file(capsys, tiny_lm, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert_user_error(capsys, ["prune", "--model", str(tiny_lm), "--sparsity", "0.5", "--output", str(afile / "sub")],
+                      None, "--output", f"{afile} is not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_export_into_an_existing_file(capsys, tiny_lm, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert_user_error(capsys, ["export-lm-eval", str(afile), "--model", str(tiny_lm)], None, f"{afile} is not a folder")
+    assert afile.read_text() == "x"
+
+
+def exported_meta() -> dict:
+    """`metadata.membench` as `membench export-lm-eval` writes it (`task_yaml`), for a made-up task."""
+    from harness.lm_eval_export import ExportedMetric, LmEvalTask, task_yaml
+    from harness.results import Headline
+
+    head = Headline(metric="auc", tags={"score": "loss"}, label="AUC", better="higher")
+    task = LmEvalTask(name="membench_x", entry_name="mink_membership", version=1, config={"data": "x"},
+                      data_source="s", headline=head, summary=[head], settings={}, docs=[],
+                      metrics=[ExportedMetric("auc", "auc", {"score": "loss"}, True)],
+                      module="tasks.mink_membership.for_lm_eval", counts={"texts": 4})
+    facts = {"model": {"name": "m", "revision": "", "tokenizer_fingerprint": "0" * 16}, "limit": None, "seed": 0}
+    return json.loads(json.dumps(task_yaml(task, Path("x.jsonl"), facts)["metadata"]["membench"]))
+
+
+def lm_eval_results(model: Path, membench_meta) -> dict:
+    """An lm-eval results file of one task whose `metadata.membench` is `membench_meta`."""
+    return {"results": {"membench_x": {"auc,none": 0.5}},
+            "configs": {"membench_x": {"metadata": {"version": 1, "membench": membench_meta}}},
+            "n-samples": {"membench_x": {"original": 4, "effective": 4}},
+            "config": {"model_args": f"pretrained={model},dtype=float32"}}
+
+
+def _without(key: str):
+    return lambda meta: meta.pop(key)
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (_without("metrics"), "metadata.membench.metrics: Field required"),
+    (_without("task"), "metadata.membench.task"),
+    (_without("config"), "metadata.membench.config"),
+    (lambda meta: meta.update(version="three"), "metadata.membench.version"),
+    (lambda meta: meta.update(metrics=[{"key": 1}]), "metadata.membench.metrics.0"),
+    (lambda meta: meta.update(metrics="auc"), "metadata.membench.metrics"),
+    (lambda meta: meta.update(headline={"metric": "auc"}), "metadata.membench.headline"),
+    (lambda meta: meta.update(config="x"), "metadata.membench.config"),
+    (lambda meta: meta.update(model="m"), "metadata.membench.model"),
+    (lambda meta: meta.update(counts={"n": "many"}), "metadata.membench.counts"),
+    (lambda meta: meta.update(task="Not A Task"), "metadata.membench.task"),
+])
+def test_import_with_incomplete_or_ill_typed_metadata(capsys, tiny_lm, tmp_path, edit, needle):
+    meta = exported_meta()
+    edit(meta)
+    path = tmp_path / "results_x.json"
+    path.write_text(json.dumps(lm_eval_results(tiny_lm, meta)))
+    out = tmp_path / "out"
+    assert_user_error(capsys, ["import-lm-eval", str(path), "--output-path", str(out)], out, str(path), needle)
+
+
+def test_import_reads_the_metadata_export_writes(capsys, tiny_lm, tmp_path):
+    """Control for the cases above: the metadata as exported passes its check, and the import goes on
+    to the model (whose tokenizer is not the one recorded)."""
+    path = tmp_path / "results_x.json"
+    path.write_text(json.dumps(lm_eval_results(tiny_lm, exported_meta())))
+    out = tmp_path / "out"
+    assert_user_error(capsys, ["import-lm-eval", str(path), "--output-path", str(out)], out, "membench_x",
+                      "tokenizer", "export again")
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda raw: raw["configs"]["membench_x"].update(metadata=5), "configs.membench_x.metadata must be an object"),
+    (lambda raw: raw["configs"]["membench_x"]["metadata"].update(membench="m"), "metadata.membench must be an object"),
+    (lambda raw: raw.update(config=[1]), "config must be an object"),
+    (lambda raw: raw["config"].update(model_args=[1]), "model_args"),
+    (lambda raw: raw.update({"n-samples": {"membench_x": 3}}), "n-samples.membench_x must be an object"),
+    (lambda raw: raw["results"].update(membench_x=[0.5]), "results.membench_x must be an object"),
+])
+def test_import_with_ill_typed_lm_eval_fields(capsys, tiny_lm, tmp_path, change, needle):
+    raw = lm_eval_results(tiny_lm, exported_meta())
+    change(raw)
+    path = tmp_path / "results_x.json"
+    path.write_text(json.dumps(raw))
+    out = tmp_path / "out"
+    assert_user_error(capsys, ["import-lm-eval", str(path), "--output-path", str(out)], out, needle)
+
+
+def test_stray_world_size_without_a_launcher(capsys, monkeypatch, tiny_lm, out, good_data):
+    from harness.distributed import LAUNCHER_VARIABLES, RENDEZVOUS_VARIABLES
+
+    for name in LAUNCHER_VARIABLES + RENDEZVOUS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out), out, "WORLD_SIZE=2", "MASTER_ADDR",
+                      "torchrun", "accelerate launch", "unset WORLD_SIZE")
+
+
+def test_an_os_error_is_one_line(capsys, monkeypatch):
+    """The safety net: an OSError no command turned into a message of its own."""
+    from harness import cli
+
+    def fail(_):
+        raise PermissionError(13, "Permission denied", "/some/file")
+
+    monkeypatch.setitem(cli.COMMANDS, "tasks", fail)
+    assert_user_error(capsys, ["tasks"], None, "permission denied: /some/file")
+
+
+# ---------------------------------------------------------------- issue 17: endless and oversized inputs
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo.json"
+    os.mkfifo(path)
+    return path
+
+
+def test_validate_refuses_devices_fifos_and_oversized_files(capsys, monkeypatch, tmp_path):
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    for path in (link, Path("/dev/zero"), _fifo(tmp_path)):
+        assert_user_error(capsys, ["validate", str(path)], None, str(path), "not a regular file")
+    good = tmp_path / "ok.json"
+    good.write_text(json.dumps(minimal_results()))
+    monkeypatch.setattr("harness.results.RESULTS_MAX_BYTES", 100)
+    assert_user_error(capsys, ["validate", str(good)], None, str(good), "more than membench reads from a results file")
+
+
+def test_weat_tests_from_dev_zero(capsys, tiny_lm, out):
+    argv = ["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--weat-tests", "/dev/zero", "--device", "cpu",
+            "--output-path", str(out)]
+    assert_user_error(capsys, argv, out, "/dev/zero", "not a regular file")
+
+
+def test_data_file_linked_to_dev_zero(capsys, tiny_lm, tmp_path, out):
+    link = tmp_path / "data.jsonl"
+    link.symlink_to("/dev/zero")
+    assert_user_error(capsys, evaluate_argv(tiny_lm, link, out), out, str(link), "not a regular file")
+    assert_user_error(capsys, evaluate_argv(tiny_lm, _fifo(tmp_path), out), out, "a FIFO")
+
+
+# ---------------------------------------------------------------- issue 17: the real command line, in a subprocess
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _membench(argv: list[str], tmp_path: Path, file_size_limit: int | None = None) -> subprocess.CompletedProcess:
+    import resource
+
+    from harness.distributed import LAUNCHER_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env.update(MEMBENCH_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               PYTHONDONTWRITEBYTECODE="1", TOKENIZERS_PARALLELISM="false")
+
+    def limit():
+        if file_size_limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
+    return subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, preexec_fn=limit)
+
+
+def _one_error_line(done: subprocess.CompletedProcess, *needles: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("membench: error: "), lines
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def test_missing_stereoset_data_is_one_line(tmp_path, tiny_lm):
+    """Not a warning about the source and then the error: one line."""
+    out = tmp_path / "out"
+    done = _membench(["evaluate", "--model", str(tiny_lm), "--tasks", "stereoset", "--stereoset-data",
+                      str(tmp_path / "missing.json"), "--device", "cpu", "--output-path", str(out)], tmp_path)
+    _one_error_line(done, "missing.json", "not found")
+    assert not out.exists()
+
+
+def test_file_size_limit_while_writing_the_results(tmp_path, tiny_lm, good_data):
+    """ulimit -f: the results file cannot be written (EFBIG; SIGXFSZ ignored): one line, no partial file.
+    A first run fills the cache, so the second writes nothing but the samples file before the results file."""
+    LIMIT = 16384
+    argv = [a for a in evaluate_argv(tiny_lm, good_data, tmp_path / "first") if a != "--no-cache"]
+    first = _membench(argv + ["--log-samples"], tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    [written] = (tmp_path / "first").glob("*.json")
+    [samples] = (tmp_path / "first").glob("*.samples.jsonl")
+    # the samples file fits under the limit, the results file does not: the samples file written first is removed
+    assert samples.stat().st_size < LIMIT < written.stat().st_size, (samples.stat().st_size, written.stat().st_size)
+    out = tmp_path / "second"
+    argv[argv.index("--output-path") + 1] = str(out)
+    done = _membench(argv + ["--log-samples"], tmp_path, file_size_limit=LIMIT)
+    _one_error_line(done, "cannot write", "file too large")
+    assert not out.exists() or list(out.iterdir()) == [], sorted(out.iterdir())

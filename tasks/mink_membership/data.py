@@ -60,7 +60,7 @@ def load_membership_data(data: str, split: str, text_column: str | None, label_c
     if corpus is not None:
         texts = [LabeledText(d.doc_id, d.text, int(d.member)) for d in reference_corpus(reference_seed, corpus.name)]
         source = f"reference corpus {corpus.name} ({corpus.description}), split seed {reference_seed}"
-    elif Path(data).expanduser().is_file():
+    elif Path(data).expanduser().exists() and not Path(data).expanduser().is_dir():  # read_utf8 checks it
         texts, source = read_jsonl(Path(data).expanduser()), f"JSONL file {data}"
     elif looks_like_path(data) or data.endswith((".jsonl", ".json")):
         raise UserError(f"data file not found: {data}")

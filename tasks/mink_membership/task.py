@@ -18,7 +18,7 @@ from harness import metrics as m
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
 from harness.scoring import TokenScores, causal_token_logprobs, token_text
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
 from harness.text import truncate_words
 from tasks.mink_membership.data import MembershipData, load_membership_data
 
@@ -32,7 +32,8 @@ class MinkConfig(TaskConfig):
     split: str = Field("train", description="split of a hub dataset")
     text_column: str | None = Field(None, description="text column of a hub dataset (default: text or input)")
     label_column: str = Field("label", description="label column of a hub dataset (1 = member)")
-    reference_seed: int = Field(0, description="seed of the reference corpus member/non-member split")
+    reference_seed: int = Field(0, ge=0, le=MAX_SEED,
+                                description="seed of the reference corpus member/non-member split")
     language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
     lengths: tuple[PositiveInt, ...] = Field((32, 64, 128, 256, 512), min_length=1,
                                              description="prefix lengths L in words")

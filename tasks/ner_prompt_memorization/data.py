@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import UserError
-from harness.io import parse_json_object, read_utf8
+from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
 from tasks.ner_prompt_memorization.entities import check_type
 from tasks.ner_prompt_memorization.prompts import SLOT, PromptSet, load_prompts
 
@@ -94,9 +94,9 @@ def load_names(spec: str, limit: int | None, entity_type: str = "PER") -> NameSp
         return NameSplits(splits.names, "reference NER names (faker en_US, seed 0; harness/reference/ner_data.py)",
                           splits.duplicates)
     path = Path(spec).expanduser()
-    if not path.is_file():
+    if not path.exists():  # a folder or device: read_utf8 says what it is
         raise UserError(f"name file not found: {spec}")
-    raw = parse_json_object(read_utf8(path), str(path))
+    raw = parse_json_object(read_utf8(path, SETTINGS_MAX_BYTES, "names file"), str(path))
     check_type(raw, path, entity_type, "names")
     return _names_from_layout(raw, str(path), limit)
 

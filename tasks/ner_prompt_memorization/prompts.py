@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.errors import UserError
-from harness.io import parse_json_object, read_utf8
+from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
 from tasks.ner_prompt_memorization.entities import check_type
 
 SLOT = "MASK"
@@ -156,7 +156,8 @@ def prompt_set(raw: dict, origin: str, defaults: PromptSet | None) -> PromptSet:
 
 def builtin_prompts() -> PromptSet:
     """The built-in prompts (person names)."""
-    return prompt_set(parse_json_object(read_utf8(BUILTIN_PATH), "built-in prompts"), "built-in prompts", None)
+    raw = parse_json_object(read_utf8(BUILTIN_PATH, SETTINGS_MAX_BYTES), "built-in prompts")
+    return prompt_set(raw, "built-in prompts", None)
 
 
 def load_prompts(spec: str, entity_type: str = "PER") -> PromptSet:
@@ -169,9 +170,9 @@ def load_prompts(spec: str, entity_type: str = "PER") -> PromptSet:
                             f"loc_names.json and org_names.json hold LOC and ORG ones)")
         return builtin_prompts()
     path = Path(spec).expanduser()
-    if not path.is_file():
+    if not path.exists():  # a folder or device: read_utf8 says what it is
         raise UserError(f"prompt file not found: {spec}")
-    raw = parse_json_object(read_utf8(path), str(path))
+    raw = parse_json_object(read_utf8(path, SETTINGS_MAX_BYTES, "prompts file"), str(path))
     check_type(raw, path, entity_type, "prompts")
     return prompt_set(raw, str(path), builtin_prompts() if entity_type == "PER" else None)
 

@@ -142,7 +142,7 @@ def load_paywall_data(data: str, language: str, max_public_words: int, reference
             else:
                 articles.append(Article(document.doc_id, *parts, label=int(document.member)))
         source = f"reference corpus {corpus.name} ({corpus.description}), split seed {reference_seed}"
-    elif Path(data).expanduser().is_file():
+    elif Path(data).expanduser().exists() and not Path(data).expanduser().is_dir():  # read_utf8 checks it
         articles, too_short = read_articles(Path(data).expanduser(), language, max_public_words)
         source = f"JSONL file {data}"
     else:

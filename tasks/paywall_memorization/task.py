@@ -13,7 +13,7 @@ from harness.generation import greedy_continuations
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
 from harness.scoring import token_text
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
 from tasks.paywall_memorization.data import Example, PaywallData, load_paywall_data
 
 
@@ -21,7 +21,8 @@ class PaywallConfig(TaskConfig):
     data: str = Field("reference", description="JSONL ({id, public, private} or {id, text}, optional label) "
                       "or a reference corpus: 'reference' (English XSum) or 'reference:ja' (Japanese)")
     language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
-    reference_seed: int = Field(0, description="seed of the reference corpus member/non-member split")
+    reference_seed: int = Field(0, ge=0, le=MAX_SEED,
+                                description="seed of the reference corpus member/non-member split")
     max_public_words: PositiveInt = Field(200, description="public part: at most this many words (and half)")
     n_bins: PositiveInt = Field(5, description="equal-count bins of public-part length")
 

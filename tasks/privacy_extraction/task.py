@@ -24,7 +24,7 @@ from harness.errors import UserError
 from harness.generation import greedy_continuations
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import (DUPLICATES, MEMORIZATION_SETS, PRIVACY_FIELDS, Secret,
                                            memorization_secrets, privacy_secrets)
@@ -34,12 +34,12 @@ from tasks.privacy_extraction.finetune import FinetuneSettings, finetune, traini
 class PrivacyConfig(TaskConfig):
     n_unique: PositiveInt = Field(200, description="unique-N: strings seen once (the seed used 10,000)")
     n_persons: PositiveInt = Field(100, description="synthetic persons with PII")
-    data_seed: int = Field(0, description="seed of the synthetic secrets")
+    data_seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the synthetic secrets")
     epochs: tuple[PositiveInt, ...] = Field((4, 8), min_length=1, description="epochs after which the fine-tuned "
                                             "model is evaluated (it trains for the largest)")
     learning_rate: float = Field(1e-4, gt=0, description="constant fine-tuning learning rate (the seed's 1e-4)")
     finetune_batch_size: PositiveInt = Field(8, description="fine-tuning batch size")
-    finetune_seed: int = Field(42, description="first fine-tuning seed (the seed's 42)")
+    finetune_seed: int = Field(42, ge=0, le=MAX_SEED, description="first fine-tuning seed (the seed's 42)")
     finetune_seeds: PositiveInt = Field(3, description="fine-tuning runs, each on a fresh copy, with seeds "
                                         "finetune_seed, finetune_seed + 1, ...; reported: the mean over the "
                                         "runs, their sample std (ddof=1) and each run's value")

