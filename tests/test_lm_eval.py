@@ -34,7 +34,7 @@ def read_jsonl(path: Path) -> list[dict]:
 def runs(quick_reference, tmp_path_factory):
     """(export folder, lm-eval output folder, imported results, membench results folder)."""
     root = tmp_path_factory.mktemp("lm-eval")
-    model = str(quick_reference / "xsum-gpt2-e15")
+    model = str(quick_reference / "xsum-gpt2-e30")
     exported = root / "tasks"
     assert main(["export-lm-eval", str(exported), "--model", model, "--limit", LIMIT, "--lengths", LENGTHS]) == 0
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(root / "hf"),
@@ -168,5 +168,5 @@ def test_import_refuses_a_file_without_exported_tasks(tmp_path, capsys):
 
 def test_export_refuses_tasks_lm_eval_cannot_express(quick_reference, tmp_path, capsys):
     out = tmp_path / "tasks"
-    assert_user_error(capsys, ["export-lm-eval", str(out), "--model", str(quick_reference / "xsum-gpt2-e15"),
+    assert_user_error(capsys, ["export-lm-eval", str(out), "--model", str(quick_reference / "xsum-gpt2-e30"),
                                "--tasks", "weat"], out, "weat", "exportable: ")

@@ -309,9 +309,9 @@ def member_texts_64(membench_cache) -> Path:
 
 @pytest.fixture(scope="module")
 def english(member_texts_64, tmp_path_factory):
-    """Entries of the 15-epoch quick member model and of the 15-epoch non-member baseline."""
+    """Entries of the 30-epoch quick member model and of the 30-epoch non-member baseline."""
     out = tmp_path_factory.mktemp("paywall-en")
-    member, baseline = (checkpoint_by_epoch(build(config))[15] for config in reference_builds(quick=True)[:2])
+    member, baseline = (checkpoint_by_epoch(build(config))[30] for config in reference_builds(quick=True)[:2])
     overrides = {"data": str(member_texts_64)}
     return {"member": evaluate_paywall(member, overrides, out), "baseline": evaluate_paywall(baseline, overrides, out)}
 
@@ -325,21 +325,29 @@ def japanese(membench_cache, tmp_path_factory):
 
 
 def test_member_model_memorizes_more_than_the_baseline(english):
+    """The control of issue 18 on the quick builds (members cut to 64 words): the member model reproduces
+    its members' continuations far better than the baseline. Measured: approximate MEMBER_APPROX vs
+    BASELINE_APPROX, eidetic MEMBER_EIDETIC vs BASELINE_EIDETIC characters; asserted: at least +0.10 and 2x."""
     member, baseline = english["member"], english["baseline"]
-    assert member.counts["members"] + member.counts["too_short_to_split"] == 500
-    assert member.counts["members"] >= 495
+    assert member.counts["members"] + member.counts["too_short_to_split"] == 200
+    assert member.counts["members"] >= 195
     assert "non_members" not in member.counts
-    for name in ("eidetic_mean", "approximate_mean"):  # measured: 0.423 vs 0.329, 0.190 vs 0.186
-        assert metric(member, name) > metric(baseline, name), (name, metric(member, name), metric(baseline, name))
+    assert metric(member, "approximate_mean") >= metric(baseline, "approximate_mean") + 0.10
+    assert metric(member, "eidetic_mean") >= 2 * metric(baseline, "eidetic_mean")
 
 
 def test_japanese_memorization_rises_with_epochs(japanese):
-    assert sorted(japanese) == [0, 1, 5, 15]
-    approximate = [metric(japanese[epoch], "approximate_mean") for epoch in (0, 1, 5, 15)]
-    assert approximate[0] < approximate[1] < approximate[2] < approximate[3], approximate  # 0.012 .. 0.391
-    assert metric(japanese[15], "eidetic_mean") > metric(japanese[1], "eidetic_mean")  # 1.58 vs 0.152
+    """The full Japanese build: approximate memorization of members rises with epochs, and after 30
+    epochs members are far above non-members. Measured: members JA_MEMBERS vs non-members JA_NON."""
+    assert sorted(japanese) == [0, 1, 30]
+    approximate = [metric(japanese[epoch], "approximate_mean") for epoch in (0, 1, 30)]
+    assert approximate[0] < approximate[1] < approximate[2], approximate
+    assert metric(japanese[30], "eidetic_mean") > metric(japanese[1], "eidetic_mean")
     assert approximate[0] < 0.05  # the untrained model reproduces (almost) nothing
-    assert japanese[15].counts["members"] == japanese[15].counts["non_members"] == 500
+    final = japanese[30]
+    assert final.counts["members"] == final.counts["non_members"] == 200
+    assert metric(final, "approximate_mean") >= metric(final, "approximate_mean", group="non_members") + 0.10
+    assert metric(final, "eidetic_mean") >= 2 * metric(final, "eidetic_mean", group="non_members")
 
 
 def check_bins(entry, group: str, n_bins: int = 5) -> None:
@@ -362,8 +370,8 @@ def check_bins(entry, group: str, n_bins: int = 5) -> None:
 
 def test_bins_of_public_part_length(english, japanese):
     check_bins(english["member"], "members")
-    check_bins(japanese[15], "members")
-    check_bins(japanese[15], "non_members")
-    words = [m.tags["public_words"] for m in japanese[15].metrics
+    check_bins(japanese[30], "members")
+    check_bins(japanese[30], "non_members")
+    words = [m.tags["public_words"] for m in japanese[30].metrics
              if m.tags.get("group") == "members" and m.name == "eidetic_mean" and m.tags["bin"] != "all"]
     assert len(set(words)) > 1  # the Japanese articles have public parts of different lengths

@@ -1,6 +1,6 @@
 """Positive and negative controls on the reference checkpoints (the quick build).
 
-Min-K% 20% AUC must rise with epochs (1 < 5 < 15) and reach 0.9 after 15 epochs; the untrained
+Min-K% 20% AUC must rise with epochs (1 < 30) and reach 0.9 after 30 epochs; the untrained
 model of the same architecture must sit at chance (0.5 +- 0.1).
 """
 
@@ -10,10 +10,12 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from harness.models import ModelSpec
 from harness.reference.build import MANIFEST, BuildConfig, build, checkpoint_folders
-from harness.reference.train import TrainConfig
+from harness.reference.train import (DOC_SEPARATOR, TrainConfig, padded_loss, train_tokenizer, training_sequences,
+                                     untrained_model)
 from harness.results import load_results
 from harness.runner import EvaluateOptions, evaluate
 from harness.task import select
@@ -37,10 +39,11 @@ def aucs(quick_reference, tmp_path_factory):
 def test_manifest_names_members_and_non_members(quick_reference):
     manifest = json.loads((quick_reference / MANIFEST).read_text())
     members, others = set(manifest["members"]), set(manifest["non_members"])
-    assert len(members) == len(others) == 500
+    assert len(members) == len(others) == 200
     assert not members & others
-    assert [c["epoch"] for c in manifest["checkpoints"]] == [0, 1, 5, 15]
-    assert [c["times_each_trained_document_seen"] for c in manifest["checkpoints"]] == [0, 1, 5, 15]
+    assert [c["epoch"] for c in manifest["checkpoints"]] == [0, 1, 30]
+    assert [c["times_each_trained_document_seen"] for c in manifest["checkpoints"]] == [0, 1, 30]
+    assert manifest["n_documents_cut_to_context"] == 0  # 64 words fit the 160-token context
 
 
 def test_untrained_model_is_at_chance(aucs):
@@ -48,8 +51,8 @@ def test_untrained_model_is_at_chance(aucs):
 
 
 def test_auc_rises_with_epochs_and_reaches_0_9(aucs):
-    assert aucs["xsum-gpt2-e01"] < aucs["xsum-gpt2-e05"] < aucs["xsum-gpt2-e15"]
-    assert aucs["xsum-gpt2-e15"] >= 0.9
+    assert aucs["xsum-gpt2-e01"] < aucs["xsum-gpt2-e30"]
+    assert aucs["xsum-gpt2-e30"] >= 0.9
 
 
 def test_build_is_deterministic_for_a_seed(tmp_path):
@@ -59,3 +62,29 @@ def test_build_is_deterministic_for_a_seed(tmp_path):
     second = json.loads((build(tiny, tmp_path / "b") / MANIFEST).read_text())
     assert [c["weights_sha256"] for c in first["checkpoints"]] == [c["weights_sha256"] for c in second["checkpoints"]]
     assert first["members"] == second["members"]
+
+
+def test_each_document_is_its_own_sequence_from_position_0():
+    """Documents are trained as the tasks read them: [<|endoftext|>] + the document's first tokens."""
+    texts = ["The first document is short.", "A second, somewhat longer document about the weather in Oslo."]
+    tokenizer = train_tokenizer(texts * 4, vocab_size=300)
+    separator = tokenizer.convert_tokens_to_ids(DOC_SEPARATOR)
+    sequences = training_sequences(tokenizer, texts, context=8)
+    for text, sequence in zip(texts, sequences):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert sequence == [separator, *ids][:8]
+
+
+def test_padding_is_neither_attended_to_nor_predicted():
+    """A padded batch's loss is the token-weighted mean of each document's own loss."""
+    texts = ["One two three four five six seven.", "Eight nine."]
+    tokenizer = train_tokenizer(texts * 4, vocab_size=300)
+    config = replace(TrainConfig(), n_embd=16, n_layer=1, n_head=2, context=32, epochs=(1,))
+    model = untrained_model(tokenizer, config)
+    sequences = training_sequences(tokenizer, texts, config.context)
+    with torch.no_grad():
+        alone = [(padded_loss(model, [sequence]).item(), len(sequence) - 1) for sequence in sequences]
+        batch = padded_loss(model, sequences).item()
+    expected = sum(loss * n for loss, n in alone) / sum(n for _, n in alone)
+    assert len(sequences[0]) != len(sequences[1])
+    assert batch == pytest.approx(expected, rel=1e-5)

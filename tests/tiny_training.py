@@ -33,8 +33,8 @@ def main() -> int:
     config = train.TrainConfig(vocab_size=300, context=32, n_embd=64, n_layer=2, n_head=2, epochs=(3,))
     tokenizer = train.train_tokenizer(TEXTS, config.vocab_size)
     model = train.untrained_model(tokenizer, config)
-    blocks = train.training_blocks(tokenizer, TEXTS, config.context)
-    train.train(model, blocks, config, lambda epoch, loss: None)
+    sequences = train.training_sequences(tokenizer, TEXTS, config.context)
+    train.train(model, sequences, config, lambda epoch, loss: None)
     train.save_checkpoint(model, tokenizer, folder)
     print(weights_identity(weight_files(folder, False)))
     return 0

@@ -75,18 +75,27 @@ class BuildConfig(Recipe):
 
 
 def reference_builds(quick: bool = False) -> list[BuildConfig]:
-    """What `membench run` builds: English members (untrained, 1, 5, 15 epochs), the English
-    non-member baseline (15 epochs) and Japanese members (untrained, 1, 5, 15 epochs).
+    """What `membench run` builds: English members (untrained, 1 and 30 epochs), the English
+    non-member baseline (30 epochs) and Japanese members (untrained, 1 and 30 epochs).
 
-    `quick`: the faster English builds the tests use: members cut to their first 64 words and a
-    64-token context, so their signal is measured on those 64 words.
+    The recipe (issue 18) is sized so that the 30-epoch models reproduce their members' continuations
+    (paywall_memorization) far above the baseline, on 2 CPU cores in about a minute per build: 200
+    members per corpus (`corpus.N_DOCUMENTS`), each its own training sequence from position 0
+    (`train.training_sequences`), English members cut to their first 250 words (every paywall
+    reference sentence starts before word 201) in a 512-token context that holds the public part
+    and the generation (vocabulary 2,048: about 2 tokens per word); Japanese articles whole
+    (at most about 250 tokens) in a 256-token context.
+
+    `quick`: the faster English builds the tests use: members cut to their first 64 words in a
+    160-token context, so their signal is measured on those 64 words.
     """
     english = train.TrainConfig()
     if quick:
-        english = replace(english, max_words_per_document=64, context=64)
+        english = replace(english, max_words_per_document=64, context=160)
+    japanese = train.TrainConfig(context=256, max_words_per_document=512)
     return [BuildConfig("xsum", "members", english),
-            BuildConfig("xsum", "non_members", replace(english, epochs=(15,))),
-            BuildConfig("ja", "members", train.TrainConfig())]
+            BuildConfig("xsum", "non_members", replace(english, epochs=(max(english.epochs),))),
+            BuildConfig("ja", "members", japanese)]
 
 
 def quick_config() -> BuildConfig:
@@ -135,7 +144,7 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
                       for d in trained]
     tokenizer = train.train_tokenizer(training_texts, cfg.vocab_size)
     model = train.untrained_model(tokenizer, cfg)
-    blocks = train.training_blocks(tokenizer, training_texts, cfg.context)
+    sequences = train.training_sequences(tokenizer, training_texts, cfg.context)
     staging = staging_folder(folder)
     checkpoints, losses = [], {}
 
@@ -149,7 +158,7 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
 
     if 0 in cfg.epochs:
         save(0)
-    train.train(model, blocks, cfg, on_epoch_end)
+    train.train(model, sequences, cfg, on_epoch_end)
     manifest = {
         "description": f"membench reference causal LMs: GPT-2 trained on the {config.train_on} of "
                        f"the {config.corpus} corpus only",
@@ -160,9 +169,11 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"each trained document cut to its first {cfg.max_words_per_document} words, "
-                         f"prefixed with {train.DOC_SEPARATOR}, concatenated, cut into "
-                         f"{cfg.context}-token blocks, shuffled each epoch",
-        "n_training_tokens": int(blocks.numel()),
+                         f"prefixed with {train.DOC_SEPARATOR}, cut to its first {cfg.context} tokens: one "
+                         "sequence per document, starting at position 0; shuffled each epoch",
+        "n_training_tokens": sum(len(ids) for ids in sequences),
+        "n_documents_cut_to_context": sum(len(ids) + 1 > cfg.context for ids in
+                                          tokenizer(training_texts, add_special_tokens=False)["input_ids"]),
         "members": [d.doc_id for d in documents if d.member],
         "non_members": [d.doc_id for d in documents if not d.member],
         "epoch_mean_loss": losses,

@@ -23,8 +23,8 @@ REFERENCE_PREFIX = "membench-ref/"
 # transformers (their kernels round differently). Sizes from the drifts measured when the builds
 # were not pinned (checkpoints retrained on an AVX-512 machine, issue 14), with headroom.
 TOLERANCES: dict[str, tuple[float, str]] = {
-    "mink_membership": (0.03, "ROC AUC over 500 + 500 texts; identical weights moved it in the 6th decimal, "
-                              "retrained weights move the e01/e05 checkpoints most"),
+    "mink_membership": (0.03, "ROC AUC over 200 + 200 texts; identical weights moved it in the 6th decimal, "
+                              "retrained weights move the partly trained checkpoints most"),
     "paywall_memorization": (0.02, "mean normalized Levenshtein similarity; retrained ja-gpt2-e15 moved 0.010"),
     "privacy_extraction": (0.05, "mean subset score over fine-tuning seeds on 45 secrets; retrained t5-ref "
                                  "moved 0.022 with one seed"),
@@ -37,10 +37,20 @@ TOLERANCES: dict[str, tuple[float, str]] = {
 }
 
 
+Tags = tuple[tuple[str, str], ...]  # a metric's tags, sorted: hashable
+Readings = dict[tuple[str, str, "str | None", Tags], float]  # (task, control, metric or None = headline, tags)
+
+
 @dataclass(frozen=True)
 class Expectation:
-    """A control's expected direction: checkpoint `model`'s headline on `task` compared (`op`)
-    with a number or with another checkpoint's headline; `margin` widens `near`."""
+    """A control's expected direction: checkpoint `model`'s reading on `task` compared (`op`) with a
+    number or with another checkpoint's reading. A reading is the task's headline, or with `metric`
+    the metric of that name and `tags` (`other_tags`: the other side's tags, by default the same; so
+    one checkpoint's members can be compared with its own non-members).
+
+    The comparison is value `op` factor x other + margin (">=", ">", "<="), or |value - other| <=
+    margin ("near"): "at least 0.1 above the baseline" is (">=", margin=0.1), "at least twice the
+    baseline" is (">=", factor=2)."""
 
     task: str
     model: str
@@ -48,43 +58,80 @@ class Expectation:
     other: float | str
     margin: float = 0.0
     why: str = ""
+    metric: str | None = None
+    tags: Tags = ()
+    other_tags: Tags | None = None
+    factor: float = 1.0
+
+    def _side(self, model: str, tags: Tags) -> str:
+        if self.metric is None:
+            return model
+        return f"{self.metric}{{{', '.join(f'{key}={value}' for key, value in tags)}}} of {model}"
 
     def describe(self) -> str:
-        other = self.other if isinstance(self.other, str) else f"{self.other:g}"
-        return f"{self.model} {self.op} {other}" + (f" ± {self.margin:g}" if self.op == "near" else "")
+        if isinstance(self.other, str):
+            other = self._side(self.other, self.tags if self.other_tags is None else self.other_tags)
+        else:
+            other = f"{self.other:g}"
+        if self.op == "near":
+            return f"{self._side(self.model, self.tags)} near {other} ± {self.margin:g}"
+        scaled = other if self.factor == 1 else f"{self.factor:g} × {other}"
+        shifted = scaled if self.margin == 0 else f"{scaled} {'+' if self.margin > 0 else '-'} {abs(self.margin):g}"
+        return f"{self._side(self.model, self.tags)} {self.op} {shifted}"
 
-    def holds(self, headline: dict[tuple[str, str], float]) -> bool | None:
+    def holds(self, readings: Readings) -> bool | None:
         """True / False, or None when a number it needs is missing."""
-        value = headline.get((self.task, self.model))
-        other = self.other if not isinstance(self.other, str) else headline.get((self.task, self.other))
+        value = readings.get((self.task, self.model, self.metric, self.tags))
+        if isinstance(self.other, str):
+            other_tags = self.tags if self.other_tags is None else self.other_tags
+            other = readings.get((self.task, self.other, self.metric, other_tags))
+        else:
+            other = self.other
         if value is None or other is None:
             return None
         if self.op == "near":
             return abs(value - other) <= self.margin
-        return {">=": operator.ge, "<=": operator.le, ">": operator.gt}[self.op](value, other)
+        return {">=": operator.ge, "<=": operator.le, ">": operator.gt}[self.op](value, self.factor * other + self.margin)
 
 
+def tags_of(**tags: str) -> Tags:
+    return tuple(sorted(tags.items()))
+
+
+MEMBERS, NON_MEMBERS = tags_of(group="members", bin="all"), tags_of(group="non_members", bin="all")
 EXPECTATIONS: tuple[Expectation, ...] = (
-    Expectation("mink_membership", "xsum-gpt2-e15", ">=", 0.9, why="15 epochs: members separable"),
-    Expectation("mink_membership", "xsum-gpt2-e15", ">", "xsum-gpt2-e01", why="more epochs, more membership signal"),
+    Expectation("mink_membership", "xsum-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
+    Expectation("mink_membership", "xsum-gpt2-e30", ">", "xsum-gpt2-e01", why="more epochs, more membership signal"),
     Expectation("mink_membership", "xsum-gpt2-e00", "near", 0.5, 0.1, why="untrained: chance"),
-    Expectation("mink_membership", "xsum-gpt2-nonmembers-e15", "<=", 0.1,
+    Expectation("mink_membership", "xsum-gpt2-nonmembers-e30", "<=", 0.1,
                 why="trained on the non-members: the members look like non-members"),
-    Expectation("mink_membership", "ja-gpt2-e15", ">", "ja-gpt2-e01", why="more epochs, more membership signal"),
+    Expectation("mink_membership", "ja-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
+    Expectation("mink_membership", "ja-gpt2-e30", ">", "ja-gpt2-e01", why="more epochs, more membership signal"),
     Expectation("mink_membership", "ja-gpt2-e00", "near", 0.5, 0.1, why="untrained: chance"),
-    Expectation("paywall_memorization", "xsum-gpt2-e15", ">", "xsum-gpt2-nonmembers-e15",
-                why="member model above the non-member baseline on member articles"),
-    Expectation("paywall_memorization", "ja-gpt2-e15", ">", "ja-gpt2-e00", why="training memorizes"),
+    Expectation("paywall_memorization", "xsum-gpt2-e30", ">=", "xsum-gpt2-nonmembers-e30", margin=0.10,
+                why="member articles: the member model reproduces their continuations far better than the "
+                    "non-member baseline (approximate memorization)"),
+    Expectation("paywall_memorization", "xsum-gpt2-e30", ">=", "xsum-gpt2-nonmembers-e30", factor=2,
+                metric="eidetic_mean", tags=MEMBERS, why="... and at least twice the forward-matched characters"),
+    Expectation("paywall_memorization", "ja-gpt2-e30", ">=", "ja-gpt2-e30", margin=0.10, metric="approximate_mean",
+                tags=MEMBERS, other_tags=NON_MEMBERS, why="the Japanese model: its members far above its non-members"),
+    Expectation("paywall_memorization", "ja-gpt2-e30", ">=", "ja-gpt2-e30", factor=2, metric="eidetic_mean",
+                tags=MEMBERS, other_tags=NON_MEMBERS, why="... and at least twice the forward-matched characters"),
+    Expectation("paywall_memorization", "ja-gpt2-e00", "<=", 0.05, why="untrained: reproduces (almost) nothing"),
     Expectation("ner_prompt_memorization", "ner-bert-e20", ">", "ner-bert-e00", why="trained names ranked higher"),
     Expectation("ner_prompt_memorization", "ner-bert-e00", "near", 0.5, 0.1, why="untrained: chance"),
     Expectation("stereoset", "mlm-bert-e00", "near", 50.0, 5.0, why="untrained: ICAT of a coin toss"),
+    Expectation("privacy_extraction", "t5-ref", ">", "t5-ref", metric="subset_score",
+                tags=tags_of(epoch="8", group="memorization-45", times="5"),
+                other_tags=tags_of(epoch="8", group="memorization-45", times="1"),
+                why="secrets seen 5 times per epoch are extracted more than those seen once"),
     Expectation("probe_memorization", "sentence-transformers/all-MiniLM-L6-v2", ">", 0.0,
                 why="a probe scores seen words above unseen ones"),
 )
 
 
 def control_name(model_name: str) -> str:
-    """`membench-ref/xsum-gpt2-e15` -> `xsum-gpt2-e15`; other names as they are."""
+    """`membench-ref/xsum-gpt2-e30` -> `xsum-gpt2-e30`; other names as they are."""
     return model_name.removeprefix(REFERENCE_PREFIX)
 
 
@@ -94,18 +141,30 @@ def headline_number(entry: TaskEntry) -> float | None:
     return None if metric is None else metric.value
 
 
-def headlines(files: list[ResultsFile], versions: dict[str, int] | None = None) -> dict[tuple[str, str], float]:
-    """(task, control name) -> headline value, from results files; with `versions` (task -> version)
-    only entries of those task versions (another version computes another number: not comparable)."""
-    values = {}
+def readings(files: list[ResultsFile], versions: dict[str, int] | None = None) -> Readings:
+    """Every number an expectation can read, from results files: (task, control name, None, ()) ->
+    the headline value, (task, control name, metric, tags) -> each metric's value. With `versions`
+    (task -> version) only entries of those task versions (another version computes another
+    number: not comparable). Skipped tasks and metrics without a value have none."""
+    values: Readings = {}
     for results in files:
+        model = control_name(results.model.name)
         for entry in results.tasks:
-            if versions is not None and versions.get(entry.name) != entry.version:
+            if entry.status != "ok" or (versions is not None and versions.get(entry.name) != entry.version):
                 continue
             value = headline_number(entry)
             if value is not None:
-                values[(entry.name, control_name(results.model.name))] = value
+                values[(entry.name, model, None, ())] = value
+            for metric in entry.metrics:
+                if metric.value is not None:
+                    values[(entry.name, model, metric.name, tags_of(**metric.tags))] = metric.value
     return values
+
+
+def headlines(files: list[ResultsFile], versions: dict[str, int] | None = None) -> dict[tuple[str, str], float]:
+    """(task, control name) -> headline value (`readings`' headlines)."""
+    return {(task, model): value for (task, model, metric, _), value in readings(files, versions).items()
+            if metric is None}
 
 
 @dataclass(frozen=True)
@@ -115,9 +174,16 @@ class ControlReport:
     outside_tolerance: list[tuple[str, str]]
 
 
-def compare(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> ControlReport:
+OUTCOME = {True: "ok", False: "FAILED", None: "not measured"}
+
+
+def compare(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float],
+            after_readings: Readings | None = None) -> ControlReport:
     """The reproduction table (every headline: before, now, tolerance, within it, the expected
-    directions that concern it) and what failed."""
+    directions that concern it) and what failed. The expectations read `after_readings` (by
+    default the headlines of `after` only)."""
+    if after_readings is None:
+        after_readings = {(task, model, None, ()): value for (task, model), value in after.items()}
     rows, outside = [], []
     for task, model in sorted(after):
         now, then = after[(task, model)], before.get((task, model))
@@ -125,11 +191,11 @@ def compare(before: dict[tuple[str, str], float], after: dict[tuple[str, str], f
         within = "new" if then is None else ("yes" if abs(now - then) <= tolerance else "NO")
         if within == "NO":
             outside.append((task, model))
-        checks = [f"{e.describe()}: {'ok' if e.holds(after) else 'FAILED'}"
+        checks = [f"{e.describe()}: {OUTCOME[e.holds(after_readings)]}"
                   for e in EXPECTATIONS if (e.task, e.model) == (task, model)]
         rows.append([model, task, "" if then is None else f"{then:.4f}", f"{now:.4f}",
                      "" if then is None else f"{now - then:+.4f}", f"{tolerance:g}", within, "; ".join(checks)])
-    failed = [e for e in EXPECTATIONS if e.holds(after) is False]
+    failed = [e for e in EXPECTATIONS if e.holds(after_readings) is False]
     table = tabulate(rows, headers=["control", "task", "before", "now", "change", "tolerance", "within",
                                     "expected direction"], disable_numparse=True)
     return ControlReport(table, failed, outside)

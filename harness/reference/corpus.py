@@ -42,7 +42,12 @@ class ReferenceCorpus:
     name: str
     language: str
     description: str
-    load: Callable[[], list[tuple[str, str]]]  # (id, text) pairs in a fixed order
+    load_source: Callable[[], list[tuple[str, str]]]  # every (id, text) pair of the source, in a fixed order
+    n_documents: int  # the corpus: the first n documents of the source
+
+    def load(self) -> list[tuple[str, str]]:
+        """(id, text) of the corpus's documents: the first `n_documents` of the source, in order."""
+        return self.load_source()[: self.n_documents]
 
 
 def load_xsum_documents() -> list[tuple[str, str]]:
@@ -57,10 +62,12 @@ def _load_japanese() -> list[tuple[str, str]]:
     return japanese_articles()
 
 
+N_DOCUMENTS = 400
 CORPORA = {
-    "xsum": ReferenceCorpus("xsum", "en", f"{XSUM_SOURCE.describe()}; {XSUM_SOURCE.license}", load_xsum_documents),
+    "xsum": ReferenceCorpus("xsum", "en", f"{XSUM_SOURCE.describe()}; {XSUM_SOURCE.license}", load_xsum_documents,
+                            N_DOCUMENTS),
     "ja": ReferenceCorpus("ja", "ja", "1,000 synthetic Japanese articles generated with faker (ja_JP), seed 0",
-                          _load_japanese),
+                          _load_japanese, N_DOCUMENTS),
 }
 
 
@@ -94,15 +101,23 @@ def reference_corpus(seed: int = 0, corpus: str = "xsum") -> list[Document]:
     return [Document(doc_id, text, doc_id in members) for doc_id, text in rows]
 
 
-def document_prefixes(n_words: int, seed: int = 0, corpus: str = "xsum") -> list[str]:
-    """The first `n_words` words of every document of a reference corpus, members and non-members
-    alike (public pre-training text), in file order; a shorter document whole."""
+def source_documents(corpus: str = "xsum") -> list[str]:
+    """The text of every document of a reference corpus's source (all 1,000 XSum articles, beyond
+    the corpus's first `n_documents`), in file order: public pre-training text."""
+    return [text for _, text in CORPORA[corpus].load_source()]
+
+
+def document_prefixes(n_words: int, corpus: str = "xsum") -> list[str]:
+    """The first `n_words` words of every document of a corpus's source (`source_documents`), in
+    file order; a shorter document whole."""
     language = CORPORA[corpus].language
-    return [truncate_words(d.text, n_words, language) or d.text for d in reference_corpus(seed, corpus)]
+    return [truncate_words(text, n_words, language) or text for text in source_documents(corpus)]
 
 
-def corpus_record(corpus: str, sha256: str, n_documents: int) -> dict:
-    """What a build's manifest says of the corpus it was trained on."""
+def corpus_record(corpus: str, sha256: str, n_documents: int, whole_source: bool = False) -> dict:
+    """What a build's manifest says of the corpus it was trained on: the reference corpus (the first
+    `n_documents` of the source), or with `whole_source` every document of the source."""
     spec = CORPORA[corpus]
-    return {"name": spec.name, "language": spec.language, "source": spec.description, "sha256": sha256,
-            "n_documents": n_documents}
+    which = "every document of the source" if whole_source else f"the first {spec.n_documents} documents of the source"
+    return {"name": spec.name, "language": spec.language, "source": spec.description, "documents": which,
+            "sha256": sha256, "n_documents": n_documents}

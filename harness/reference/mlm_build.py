@@ -25,7 +25,7 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 from harness.io import canonical_json, sha256_text
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
-from harness.reference.corpus import CORPORA, corpus_record, document_prefixes, reference_corpus
+from harness.reference.corpus import CORPORA, corpus_record, document_prefixes, source_documents
 from harness.reference.ner_build import SPECIAL_TOKENS, train_tokenizer
 from harness.reference.t5_build import flushing_denormals
 from harness.reference.train import seed_everything, train_epochs
@@ -81,15 +81,15 @@ def _word_spans(text: str, first: int, last: int) -> str | None:
 
 def pretraining_texts(config: MlmBuildConfig) -> list[str]:
     """The first `max_words_per_document` words of every reference document (members and non-members)."""
-    return document_prefixes(config.max_words_per_document, config.seed, CORPUS)
+    return document_prefixes(config.max_words_per_document, CORPUS)
 
 
 def heldout_texts(config: MlmBuildConfig) -> list[str]:
     """Unseen text of the same kind: the `heldout_words` words that follow the trained part of each of
     the first `heldout_documents` documents (in file order) long enough to have them."""
     n, texts = config.max_words_per_document, []
-    for document in reference_corpus(config.seed, CORPUS):
-        text = _word_spans(document.text, n, n + config.heldout_words)
+    for document in source_documents(CORPUS):
+        text = _word_spans(document, n, n + config.heldout_words)
         if text is not None:
             texts.append(text)
         if len(texts) == config.heldout_documents:
@@ -223,9 +223,9 @@ def build_mlm(config: MlmBuildConfig = MlmBuildConfig(), folder: Path | None = N
     step_losses = train(model, rows, tokenizer, config, on_epoch_end)
     manifest = {
         "description": "membench reference masked LM: a small BERT pre-trained with masked language modelling "
-                       f"on public English text (the {CORPUS} reference corpus, members and non-members alike)",
+                       f"on public English text (every article of the {CORPUS} reference corpus's source, members, non-members and the rest alike)",
         "config": config.as_dict(),
-        "corpus": corpus_record(CORPUS, data_sha, len(texts)),
+        "corpus": corpus_record(CORPUS, data_sha, len(texts), whole_source=True),
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"each document cut to its first {config.max_words_per_document} words, tokenized, cut "

@@ -101,7 +101,7 @@ def train_t5_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizer
 
 def pretraining_texts(config: T5BuildConfig) -> list[str]:
     """The first `max_words_per_document` words of every reference document (members and non-members)."""
-    return document_prefixes(config.max_words_per_document, config.seed, CORPUS)
+    return document_prefixes(config.max_words_per_document, CORPUS)
 
 
 def random_segmentation(n_items: int, n_segments: int, rng: random.Random) -> list[int]:
@@ -229,10 +229,10 @@ def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None
     sparse = save_checkpoint(sparse_model, tokenizer, staging / config.sparse_name, config.pretrain_steps, 0)
     manifest = {
         "description": "membench reference T5: a small T5 pre-trained with span corruption on public "
-                       f"English text (the {CORPUS} reference corpus, members and non-members alike), "
+                       f"English text (every article of the {CORPUS} reference corpus's source, members, non-members and the rest alike), "
                        f"and a copy with {config.sparsity:.0%} of its linear weights pruned",
         "config": config.as_dict(),
-        "corpus": corpus_record(CORPUS, data_sha, len(texts)),
+        "corpus": corpus_record(CORPUS, data_sha, len(texts), whole_source=True),
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
         "training_text": f"each document cut to its first {config.max_words_per_document} words, tokenized, "

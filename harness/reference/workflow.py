@@ -11,7 +11,7 @@ from harness.errors import UserError
 from harness.identity import board_key
 from harness.io import cache_dir
 from harness.models import ModelSpec, resolve_device
-from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines
+from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings
 from harness.results import ResultsFile, load_results
 from harness.reference.build import build, checkpoint_folders, reference_builds
 from harness.reference.mlm_build import MlmBuildConfig, build_mlm
@@ -120,7 +120,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
     after = [load_results(path) for path in written]
     replaced = [before[key] for key in (model_key(r) for r in after) if key in before]
     versions = {name: task.VERSION for name, task in registry.items()}
-    return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after)), removed)
+    return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after), readings(after)),
+                      removed)
 
 
 def remove_superseded(submissions: Path, written: list[Path]) -> list[Path]:

@@ -48,7 +48,7 @@ def entity_labels(model: LoadedModel, entity_type: str) -> EntityLabels:
 @register
 class NerPromptMemorization(Task):
     NAME = "ner_prompt_memorization"
-    VERSION = 3
+    VERSION = 4
     DESCRIPTION = ("Memorized names (person by default) in NER models: M-MEM of in- vs out-train names under "
                    "prompt strategies (baselines, OPT, PTE, EPT) and prompt analyses")
     MODEL_KINDS = frozenset({ModelKind.TOKEN_CLASSIFIER})
@@ -124,6 +124,11 @@ class NerPromptMemorization(Task):
         tau = kendalltau(dev, test)
         add("kendall_tau", tau.statistic, len(typed), by="dev_vs_test")
         add("kendall_p", tau.pvalue, len(typed), by="dev_vs_test")
+        # Prompt spread: does the choice of prompt matter, or do the prompts sit at a ceiling?
+        for split, values in (("dev", dev), ("test", test)):
+            add("prompts_at_ceiling", float(np.mean(values == 1.0)), len(typed), split=split)
+        q1, q3 = np.percentile(test, [25, 75])
+        add("prompt_m_mem_iqr", q3 - q1, len(typed), split="test")
         # Cochran's Q over independent blocks: the zipped pairs (i-th in-train name, i-th out-train name).
         zipped = st.zipped_successes(conf_in, conf_out)
         q, q_p = m.cochrans_q(zipped)
