@@ -30,11 +30,21 @@ IGNORED = -100  # label of padding: no loss
 
 @dataclass(frozen=True)
 class NerBuildConfig(Recipe):
-    """Everything that decides the reference NER weights; recorded in the manifest."""
+    """Everything that decides the reference NER weights; recorded in the manifest.
+
+    Why these settings (issue 18): the former build (3 mentions per name, dropout 0.1, 20 epochs)
+    saturated the task: 10 built-in prompts tied at dev M-MEM 1.0, most prompts at or near 1.0,
+    so the best prompt's test M-MEM could not be told from a ceiling and prompts barely differed.
+    One mention per name, dropout 0.5 and the checkpoint after 6 epochs (training loss has flattened)
+    leave the trained model clearly memorizing without a ceiling: measured on all 440 prompts
+    (1 thread), no prompt at dev M-MEM 1.0, best-prompt test M-MEM about 0.96, per-prompt test
+    M-MEM with an interquartile range of about 0.37 (README.md of the task). Also cheaper: about
+    4 s to build on 2 threads instead of 11.
+    """
 
     seed: int = 0
     names_per_list: int = 100
-    mentions_per_name: int = 3
+    mentions_per_name: int = 1
     vocab_size: int = 2000
     hidden_size: int = 128
     n_layer: int = 2
@@ -43,8 +53,8 @@ class NerBuildConfig(Recipe):
     max_positions: int = 128
     batch_size: int = 32
     learning_rate: float = 1e-3
-    dropout: float = 0.1
-    epochs: tuple[int, ...] = (0, 20)
+    dropout: float = 0.5
+    epochs: tuple[int, ...] = (0, 6)
 
     name = "ner-bert"
     # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.

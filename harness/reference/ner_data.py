@@ -132,13 +132,19 @@ def _fill(template: str, person: str, rng: random.Random) -> list[tuple[str, str
 
 
 def mention_sentences(names: tuple[str, ...], mentions_per_name: int, seed: int) -> list[list[tuple[str, str]]]:
-    """`mentions_per_name` labelled sentences per name, templates drawn with a seeded generator,
-    plus one entity-free sentence per name."""
+    """`mentions_per_name` labelled sentences per name that mention it as a person, templates drawn
+    with a seeded generator, plus one entity-free sentence per name. A drawn {X} sentence that put
+    an organisation or a location in the name's slot is kept (a contrast sentence) and another
+    template is drawn, so every name is mentioned `mentions_per_name` times: with one mention per
+    name, 152 of the 400 in-train names were otherwise never in training (nor in the vocabulary)."""
     rng = random.Random(seed)
     sentences = []
     for name in names:
-        for _ in range(mentions_per_name):
-            sentences.append(_fill(rng.choice(TEMPLATES), name, rng))
+        mentioned = 0
+        while mentioned < mentions_per_name:
+            sentence = _fill(rng.choice(TEMPLATES), name, rng)
+            sentences.append(sentence)
+            mentioned += any(label == "B-PER" for _, label in sentence)
         sentences.append(_fill(rng.choice(PLAIN_TEMPLATES), name, rng))
     rng.shuffle(sentences)
     return sentences
