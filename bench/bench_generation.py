@@ -1,6 +1,6 @@
 """Speed of the harness's batched greedy generation against one article at a time, in one run.
 
-On the 15-epoch English reference model and the paywall examples of the English reference corpus
+On the final (30-epoch) English reference model and the paywall examples of the English reference corpus
 (`load_paywall_data("reference", "en", 200, 0, None)`, the first --n of them), with the task's
 budgets (the token count of each example's continuation prefix + reference):
   batched        `greedy_continuations` at --batch-size (default 16): prompts sorted by budget and

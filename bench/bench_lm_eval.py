@@ -1,7 +1,7 @@
 """Per-token scoring throughput of membench against lm-eval's `loglikelihood_rolling`, in one run.
 
-On the 15-epoch reference GPT-2 and the 1,000 reference texts cut to L words (default 48, which
-mostly fits the model's 128-token context; the texts that do not are left out, so both score
+On the final reference GPT-2 (30 epochs) and the 400 reference texts cut to L words (default 48, which
+fits the model's 512-token context; a text that does not is left out, so both score
 every text in one window):
   membench  `causal_token_logprobs` (length-sorted batches, prefix sharing), as mink_membership
             runs it (with the Min-K%++ distribution statistics) and without them

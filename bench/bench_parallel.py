@@ -1,7 +1,7 @@
 """Speed-up of data-parallel evaluation (`harness.distributed`) on CPU, measured in one run.
 
-`membench evaluate --tasks mink_membership` (all 1,000 reference texts, all prefix lengths,
-`--no-cache`) on the 15-epoch reference GPT-2, each configuration a fresh command:
+`membench evaluate --tasks mink_membership` (all 400 reference texts, all prefix lengths,
+`--no-cache`) on the final (30-epoch) reference GPT-2, each configuration a fresh command:
   (a) 1 process, 2 threads        what a plain `membench evaluate` does on a 2-core machine
   (b) 1 process, 1 thread         the baseline with the threads per process of (c)
   (c) 2 processes x 1 thread      `accelerate launch --multi_gpu --num_processes 2 ... -m harness evaluate`

@@ -1,6 +1,6 @@
 """Speed of the harness's causal-LM scoring against two baselines, measured in one run.
 
-On the 15-epoch reference model and the 1,000 reference texts cut to L = 128 words:
+On the final (30-epoch) reference model and the 400 reference texts cut to L = 128 words:
   harness   `causal_token_logprobs` (length-sorted batches, sliding windows, prefix sharing)
   (a) raw   the model's forward pass alone on exactly the harness's batches (no log-softmax,
             no gather, no bookkeeping): the ceiling the harness can approach

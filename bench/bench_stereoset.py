@@ -16,7 +16,7 @@ the start token, p(wi | w1..wi-1) from a pass over the bare sentence.
              through `causal_token_logprobs` (length-sorted batches of --batch-size)
   one-by-one the official `eval_generative_models.py` loop: one start-token pass, then one forward
              pass per sentence, in data order
-Models: the reference GPT-2 (--causal-model, default the quick reference build's 15-epoch model,
+Models: the reference GPT-2 (--causal-model, default the quick reference build's final (30-epoch) model,
 built if missing) and a GPT-2-small-sized causal LM (12 x 768, random weights, the reference
 tokenizer; --base-examples examples). Each is timed in --repeats interleaved rounds and the
 fastest is kept.
