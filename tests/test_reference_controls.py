@@ -14,8 +14,8 @@ import torch
 
 from harness.models import ModelSpec
 from harness.reference.build import MANIFEST, BuildConfig, build, checkpoint_folders
-from harness.reference.train import (DOC_SEPARATOR, TrainConfig, padded_loss, train_tokenizer, training_sequences,
-                                     untrained_model)
+from harness.reference.train import (DOC_SEPARATOR, TrainConfig, length_batches, padded_loss, train_tokenizer,
+                                     training_sequences, untrained_model)
 from harness.results import load_results
 from harness.runner import EvaluateOptions, evaluate
 from harness.task import select
@@ -88,3 +88,10 @@ def test_padding_is_neither_attended_to_nor_predicted():
     expected = sum(loss * n for loss, n in alone) / sum(n for _, n in alone)
     assert len(sequences[0]) != len(sequences[1])
     assert batch == pytest.approx(expected, rel=1e-5)
+
+
+def test_length_batches_group_documents_of_similar_length():
+    lengths = [5, 1, 9, 3, 7, 2, 8]
+    batches = [b.tolist() for b in length_batches(lengths, 3)]
+    assert batches == [[1, 5, 3], [0, 4, 6], [2]]
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
