@@ -152,10 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also refuse what may not be submitted: results of runs with --limit, and task "
                          "versions newer than this membench's (CI checks the submissions this way)")
 
-    lb = commands.add_parser("leaderboard", help="render LEADERBOARD.md from the submissions")
+    lb = commands.add_parser("leaderboard", help="render LEADERBOARD.md, its plots and the web board from the submissions")
     lb.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
     lb.add_argument("--output", type=Path, default=DEFAULT_BOARD)
-    lb.add_argument("--check", action="store_true", help="exit 1 when the file on disk is not current")
+    lb.add_argument("--site", type=Path, default=None,
+                    help="folder of the static web board (default: site/ beside --output); replaced whole")
+    lb.add_argument("--no-site", action="store_true", help="write the markdown and plots only")
+    lb.add_argument("--check", action="store_true",
+                    help="exit 1 when the markdown on disk is not current (the site is not committed, not checked)")
 
     ref = commands.add_parser("reference", help="reference checkpoints")
     ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
@@ -311,8 +315,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         raise UserError(f"--output {args.output} is a folder; give the board's file name, e.g. "
                         f"{args.output / DEFAULT_BOARD.name}")
     check_writable_folder(args.output.parent, f"--output {args.output}")
-    write_board(args.submissions, args.output)
+    site = None if args.no_site else (args.site or args.output.parent / "site")
+    if site is not None:
+        check_writable_folder(site.parent, f"--site {site}")
+    write_board(args.submissions, args.output, site)
     print(args.output)
+    if site is not None:
+        print(site / "index.html")
     return 0
 
 

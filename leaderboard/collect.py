@@ -21,6 +21,7 @@ class BoardEntry:
     runs: int
     sparsity: float | None = None  # share of zero linear weights of a pruned model (`membench prune`)
     limit: int | None = None  # the run's `--limit` (`run.limit`): None for a full run
+    file: str = ""  # the name of the results file the entry comes from
 
 
 def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
@@ -54,7 +55,7 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
             runs.setdefault(key, []).append((results.created_at, path.name, results, entry))
     board = []
     for (identity, _, _), candidates in runs.items():
-        _, _, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
+        _, file_name, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
-                                sparsity(results), results.run.limit))
+                                sparsity(results), results.run.limit, file_name))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

@@ -1,10 +1,18 @@
-"""Markdown tables of the board: an overview (headline metric per task) and one table per task."""
+"""The board's tables: an overview (headline metric per task), one summary table per task (its key
+metrics), every metric of a task, and the agreement between models.
+
+Each table is built once as plain rows (`Table`) and then written as markdown (`markdown_table`,
+LEADERBOARD.md) or as HTML (`leaderboard.site`). Text from a results file passes through the
+`text` function the caller gives: `escape` for markdown; the site leaves it as it is and lets its
+templates escape every cell."""
 
 from __future__ import annotations
 
 import html
 import itertools
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from scipy.stats import kendalltau
 from tabulate import tabulate
@@ -14,6 +22,8 @@ from leaderboard.collect import BoardEntry
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
 
+Text = Callable[[str], str]
+
 
 def escape(text: str) -> str:
     """Text from a results file, inert in a markdown table: HTML entities for & < >, a backslash
@@ -22,20 +32,42 @@ def escape(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
 
 
+def plain(text: str) -> str:
+    """Text from a results file as it is, whitespace collapsed (for the site, whose templates escape)."""
+    return " ".join(str(text).split())
+
+
+@dataclass
+class Table:
+    """A table as plain cells. `numeric[i]`: column i holds numbers (the site sorts it as numbers)."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    numeric: list[bool] = field(default_factory=list)
+
+
+def markdown_table(table: Table) -> str:
+    return tabulate(table.rows, headers=table.headers, tablefmt="github", disable_numparse=True)
+
+
 def fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def fmt_metric(metric: Metric) -> str:
-    """A metric's value, as `mean ± std` when it carries its spread over seeds (`std`)."""
-    if metric.std is None or metric.value is None:
-        return fmt(metric.value)
-    return f"{fmt(metric.value)} ± {fmt(metric.std)}"
+def fmt_metric(metric: Metric, interval: bool = False) -> str:
+    """A metric's value, as `mean ± std` when it carries its spread over seeds (`std`), followed by
+    its interval `[low, high]` when `interval` and it has one."""
+    cell = fmt(metric.value)
+    if metric.std is not None and metric.value is not None:
+        cell += f" ± {fmt(metric.std)}"
+    if interval and metric.ci_low is not None:
+        cell += f" [{fmt(metric.ci_low)}, {fmt(metric.ci_high)}]"
+    return cell
 
 
-def model_label(name: str, identity: str) -> str:
-    """A model's name with the first 8 characters of its identity, escaped."""
-    return f"{escape(name)} ({escape(identity[:8])})"
+def model_label(name: str, identity: str, text: Text = escape) -> str:
+    """A model's name with the first 8 characters of its identity."""
+    return f"{text(name)} ({text(identity[:8])})"
 
 
 LIMIT_MARK = "†"
@@ -48,9 +80,9 @@ def limit_mark(limits) -> str:
     return f" {LIMIT_MARK} limit {', '.join(map(str, shown))}" if shown else ""
 
 
-def entry_label(item: BoardEntry) -> str:
+def entry_label(item: BoardEntry, text: Text = escape) -> str:
     """`model_label` of a board entry, marked when it comes from a run with `--limit`."""
-    return model_label(item.model_name, item.model_identity) + limit_mark([item.limit])
+    return model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit])
 
 
 def limit_legend(items: list[BoardEntry], overview: bool = False) -> str | None:
@@ -65,54 +97,103 @@ def limit_legend(items: list[BoardEntry], overview: bool = False) -> str | None:
             f"for submission.{cells}")
 
 
-def headline_value(item: BoardEntry, head: Headline | None = None) -> str:
+def headline_value(item: BoardEntry, head: Headline | None = None, interval: bool = False) -> str:
     """The value of `head` (default: the entry's headline) in an entry's metrics, formatted."""
     entry = item.entry
     if entry.status == "skipped":
         return "skipped"
     metric = entry.headline_metric(head)
-    return "n/a" if metric is None else fmt_metric(metric)
+    return "n/a" if metric is None else fmt_metric(metric, interval)
 
 
-def overview_table(board: list[BoardEntry]) -> str:
-    """One row per model, one column per task (its headline metric and the better direction)."""
+def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
+    """A task's key metrics: the `summary` its newest version's entries name, else its headline."""
+    items = sorted((b for b in board if b.entry.name == task), key=lambda b: -b.entry.version)
+    summary = next((b.entry.summary for b in items if b.entry.summary), None)
+    if summary:
+        return list(summary)
+    return next(([b.entry.headline] for b in items if b.entry.headline), [])
+
+
+def short_names(tasks: list[str]) -> dict[str, str]:
+    """A short column name per task: the first word of its name (`mink` for `mink_membership`)
+    where no other task shares it, else the whole name."""
+    first = {task: task.split("_")[0] for task in tasks}
+    return {task: word if list(first.values()).count(word) == 1 else task for task, word in first.items()}
+
+
+def board_models(board: list[BoardEntry]) -> list[tuple[str, str, str, float | None]]:
+    """(name, identity, kind, sparsity) of every model on the board, sorted by name."""
+    return sorted({(b.model_name, b.model_identity, b.model_kind, b.sparsity) for b in board}, key=lambda m: m[:3])
+
+
+def overview(board: list[BoardEntry], text: Text = escape, interval: bool = False) -> Table:
+    """One row per model, one column per task (its headline metric, under the task's short name and
+    its better direction)."""
     tasks = sorted({b.entry.name for b in board})
+    short = short_names(tasks)
     headers = {}
     for task in tasks:
         heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
-        headers[task] = f"{task}: {escape(heads[0].label)} {heads[0].direction()}" if heads else task
-    models = sorted({(b.model_name, b.model_identity, b.model_kind, b.sparsity) for b in board},
-                    key=lambda m: m[:3])
+        headers[task] = f"{short[task]} {heads[0].direction()}" if heads else short[task]
+    models = board_models(board)
     # A model's label is marked when any of its shown runs had `--limit`; where it also has full
     # runs, the values from limited runs carry the mark as well.
     limits = {(name, identity): [b.limit for b in board if (b.model_name, b.model_identity) == (name, identity)]
               for name, identity, *_ in models}
     mixed = {key for key, found in limits.items() if None in found and any(x is not None for x in found)}
     cells = {(b.model_identity, b.model_name, b.entry.name):
-             headline_value(b) + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed
-                                  else "") for b in board}
+             headline_value(b, interval=interval)
+             + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed else "")
+             for b in board}
     pruned = any(sparsity is not None for *_, sparsity in models)  # the column appears with the first pruned model
-    rows = [[model_label(name, identity) + limit_mark(limits[name, identity]), escape(kind)]
+    rows = [[model_label(name, identity, text) + limit_mark(limits[name, identity]), text(kind)]
             + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]
-    headers_row = ["model", "kind"] + (["sparsity"] if pruned else []) + [headers[t] for t in tasks]
-    return tabulate(rows, headers=headers_row, tablefmt="github", disable_numparse=True)
+    header_row = ["model", "kind"] + (["sparsity"] if pruned else []) + [text(headers[t]) for t in tasks]
+    numeric = [False, False] + ([True] if pruned else []) + [True] * len(tasks)
+    return Table(header_row, rows, numeric)
+
+
+def overview_legend(board: list[BoardEntry], text: Text = escape) -> list[str]:
+    """One line per overview column: the task's short name, its name and its headline in words."""
+    tasks = sorted({b.entry.name for b in board})
+    short = short_names(tasks)
+    lines = []
+    for task in tasks:
+        head = next((b.entry.headline for b in board if b.entry.name == task and b.entry.headline), None)
+        what = f"{text(head.label)}, {better_in_words(head)}" if head else "no headline metric"
+        lines.append(f"{text(short[task])}: {text(task)}, {what}")
+    return lines
+
+
+def better_in_words(head: Headline) -> str:
+    return f"{head.better} is better" if head.ideal is None else f"closest to {head.ideal:g} is best"
+
+
+def overview_table(board: list[BoardEntry]) -> str:
+    return markdown_table(overview(board))
+
+
+def summary(task: str, board: list[BoardEntry], text: Text = escape) -> Table | None:
+    """A row per model that ran `task`, a column per key metric (`task_heads`), with its interval;
+    skipped runs are left out (`skipped_notes`). None when no run finished."""
+    items = sorted((b for b in board if b.entry.name == task and b.entry.status == "ok"),
+                   key=lambda b: (b.model_name, b.model_identity))
+    heads = task_heads(task, board)
+    if not items:
+        return None
+    rows = [[entry_label(b, text)] + [headline_value(b, head, interval=True) for head in heads] for b in items]
+    headers = ["model"] + [f"{text(head.label)} {head.direction()}" for head in heads]
+    return Table(headers, rows, [False] + [True] * len(heads))
 
 
 def summary_table(task: str, board: list[BoardEntry]) -> str | None:
-    """A row per model, a column per metric the task's newest entries name in `summary`; None
-    when they name none."""
-    items = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
-    heads = next((b.entry.summary for b in sorted(items, key=lambda b: -b.entry.version) if b.entry.summary), [])
-    if not heads:
-        return None
-    rows = [[entry_label(b)] + [headline_value(b, head) for head in heads]
-            for b in sorted(items, key=lambda b: b.model_name)]
-    headers = ["model"] + [f"{escape(head.label)} {head.direction()}" for head in heads]
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    table = summary(task, board)
+    return None if table is None else markdown_table(table)
 
 
-def task_table(task: str, board: list[BoardEntry]) -> str:
+def all_metrics(task: str, board: list[BoardEntry], text: Text = escape) -> Table:
     """Every metric of one task: a row per (model, tags), a column per metric name."""
     items = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
     metric_names = list(dict.fromkeys(m.name for b in items for m in b.entry.metrics))
@@ -124,22 +205,30 @@ def task_table(task: str, board: list[BoardEntry]) -> str:
             key = tuple(metric.tags.get(k, "") for k in tag_keys)
             grouped.setdefault(key, {})[metric.name] = metric
         for key, by_name in grouped.items():
-            row = [entry_label(item), item.entry.version, item.runs] + [escape(v) for v in key]
-            for name in metric_names:
-                metric = by_name.get(name)
-                cell = "" if metric is None else fmt_metric(metric)
-                if metric is not None and metric.ci_low is not None:
-                    cell += f" [{fmt(metric.ci_low)}, {fmt(metric.ci_high)}]"
-                row.append(cell)
+            row = [entry_label(item, text), str(item.entry.version), str(item.runs)] + [text(v) for v in key]
+            row += ["" if by_name.get(name) is None else fmt_metric(by_name[name], interval=True)
+                    for name in metric_names]
             rows.append(row)
-    headers = ["model", "version", "runs"] + [escape(k) for k in tag_keys + metric_names]
-    table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) if rows else "_no results yet_"
-    skipped = [b for b in board if b.entry.name == task and b.entry.status == "skipped"]
-    notes = "".join(f"\n- skipped {entry_label(b)}: {escape(b.entry.skip_reason or '')}" for b in skipped)
-    return table + ("\n" + notes if notes else "")
+    headers = ["model", "version", "runs"] + [text(k) for k in tag_keys + metric_names]
+    numeric = [False, True, True] + [False] * len(tag_keys) + [True] * len(metric_names)
+    return Table(headers, rows, numeric)
 
 
-def agreement_table(task: str, board: list[BoardEntry]) -> str | None:
+def skipped_notes(task: str, board: list[BoardEntry], text: Text = escape) -> list[str]:
+    """`skipped <model>: <reason>` for each skipped run of `task`."""
+    return [f"skipped {entry_label(b, text)}: {text(b.entry.skip_reason or '')}"
+            for b in board if b.entry.name == task and b.entry.status == "skipped"]
+
+
+def task_table(task: str, board: list[BoardEntry]) -> str:
+    """Every metric of one task as markdown, with a line per skipped run below."""
+    table = all_metrics(task, board)
+    body = markdown_table(table) if table.rows else "_no results yet_"
+    notes = "".join(f"\n- {note}" for note in skipped_notes(task, board))
+    return body + ("\n" + notes if notes else "")
+
+
+def agreement(task: str, board: list[BoardEntry], text: Text = escape) -> Table | None:
     """For each per-item series of a task (`item_scores`, e.g. the test M-MEM of every prompt),
     Kendall's tau-b (SciPy) between every two models over the items both have: do the models rank
     the items alike? None when fewer than two models report a series."""
@@ -153,9 +242,14 @@ def agreement_table(task: str, board: list[BoardEntry]) -> str | None:
             if len(shared) < 2:
                 continue
             tau = kendalltau([a[k] for k in shared], [b[k] for k in shared])
-            rows.append([escape(series), entry_label(first), entry_label(second), str(len(shared)),
+            rows.append([text(series), entry_label(first, text), entry_label(second, text), str(len(shared)),
                          fmt(tau.statistic), fmt(tau.pvalue)])
     if not rows:
         return None
-    return tabulate(rows, headers=["series", "model A", "model B", "items", "Kendall tau", "p"],
-                    tablefmt="github", disable_numparse=True)
+    return Table(["series", "model A", "model B", "items", "Kendall tau", "p"], rows,
+                 [False, False, False, True, True, True])
+
+
+def agreement_table(task: str, board: list[BoardEntry]) -> str | None:
+    table = agreement(task, board)
+    return None if table is None else markdown_table(table)

@@ -21,6 +21,8 @@ from harness.errors import UserError
 from harness.results import Metric, TaskEntry, load_results, parse_results, write_results
 from leaderboard import plots
 from leaderboard.build import PLOTS_FOLDER, render_markdown
+from leaderboard.collect import newest_entries, read_submissions
+from leaderboard.render import agreement_table, task_table
 from tasks.mink_membership.task import MinkMembership
 
 TASK = MinkMembership.NAME
@@ -91,7 +93,7 @@ def test_an_ok_run_without_metrics_renders_and_is_named(tmp_path):
                            "with a numeric length tag)")
     assert "good-model" not in line
     overview = {r["model"]: r for r in records(table(section(markdown, "## Overview")))}
-    assert [v for k, v in overview["empty-run (aaaaaaaa)"].items() if k.startswith(TASK)] == ["n/a"]
+    assert [v for k, v in overview["empty-run (aaaaaaaa)"].items() if k.startswith("mink ")] == ["n/a"]
 
 
 def test_a_task_whose_only_run_has_no_metrics_has_no_plot(tmp_path):
@@ -228,7 +230,13 @@ def test_every_text_from_a_submission_is_escaped(tmp_path):
     skipped = raw_results("skipper", "d" * 64, status="skipped", skip_reason=EVIL)
     markdown, _ = board_with(tmp_path, raw, other, skipped)
     assert "**b**" not in markdown and "](http://x)" not in markdown and "\n# h" not in markdown
-    assert markdown.count("&lt;img src=x onerror=alert\\(1\\)&gt;") >= 6
+    evil = "&lt;img src=x onerror=alert\\(1\\)&gt;"
+    assert markdown.count(evil) >= 5  # the overview's label and legend, the summary's label and header, the note
+    board = newest_entries(read_submissions(tmp_path / "submissions"))
+    full, agreement = task_table(TASK, board), agreement_table(TASK, board)  # tables of the web board
+    assert full.count(evil) >= 4 and agreement.count(evil) >= 2  # + metric names and tags; series and labels
+    for text in (full, agreement):
+        assert "**b**" not in text and "](http://x)" not in text and "\n# h" not in text
     notes = [line for line in section(markdown, f"## {TASK}").splitlines() if line.startswith("- skipped")]
     assert len(notes) == 1 and "&lt;img" in notes[0]
 

@@ -17,11 +17,14 @@ from harness.results import (Environment, HarnessInfo, Metric, ModelInfo, Result
                              load_results, safe_file_stem, write_results)
 from harness.runner import results_stem
 from leaderboard.build import PLOTS_FOLDER, render_markdown
+from leaderboard.collect import newest_entries, read_submissions
+from leaderboard.render import agreement_table, all_metrics, task_table
 from tasks.mink_membership.task import MinkMembership
 
 TASK = MinkMembership.NAME
 HEADLINE = MinkMembership.HEADLINE
 LENGTHS = (32, 64, 128)
+SHORT = "mink "  # the overview names a task by the first word of its name
 ID_A, ID_B, ID_C = "a" * 64, "b" * 64, "c" * 64
 
 
@@ -109,6 +112,11 @@ def table(text: str) -> list[str]:
 def records(lines: list[str]) -> list[dict[str, str]]:
     header = split_cells(lines[0])
     return [dict(zip(header, split_cells(line))) for line in lines[2:]]
+
+
+def full_table(folder: Path) -> str:
+    """The markdown table of every metric of TASK (on the web board, not in LEADERBOARD.md)."""
+    return task_table(TASK, newest_entries(read_submissions(folder)))
 
 
 def unescape_markdown(cell: str) -> str:
@@ -241,35 +249,43 @@ def test_results_stem_is_stable():
 
 
 def test_leaderboard_writes_board_and_plots(capsys, tmp_path, submissions):
-    output = tmp_path / "site" / "LEADERBOARD.md"
+    output = tmp_path / "board" / "LEADERBOARD.md"
     assert main(["leaderboard", "--submissions", str(submissions), "--output", str(output)]) == 0
-    assert capsys.readouterr().out.strip() == str(output)
+    assert capsys.readouterr().out.split() == [str(output), str(output.parent / "site" / "index.html")]
     markdown = output.read_text(encoding="utf-8")
     assert markdown.startswith("# membench leaderboard\n")
     assert "2 results file(s)" in markdown
     plot = output.parent / PLOTS_FOLDER / f"{TASK}.png"
     assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert f"]({PLOTS_FOLDER}/{TASK}.png)" in markdown
+    assert (output.parent / "site" / "tasks" / f"{TASK}.html").is_file()
     overview = records(table(section(markdown, "## Overview")))
     by_model = {row["model"]: row for row in overview}
     assert set(by_model) == {f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"}
-    [headline_column] = [c for c in overview[0] if c.startswith(TASK)]
-    assert HEADLINE.label in headline_column and "↓" in headline_column
+    [headline_column] = [c for c in overview[0] if c not in ("model", "kind")]
+    assert headline_column == "mink ↓"  # the short name; the legend below says what it is
+    assert f"- mink: mink\\_membership, {HEADLINE.label}, lower is better" in section(markdown, "## Overview")
     assert float(by_model[f"model-a ({ID_A[:8]})"][headline_column]) == 0.61
     assert float(by_model[f"model-b ({ID_B[:8]})"][headline_column]) == 0.72
+    # the task's section: a row per model, its key metrics (here the headline) with their interval
     rows = records(table(section(markdown, f"## {TASK}")))
+    assert [r["model"] for r in rows] == [f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"]
+    assert rows[1][f"{HEADLINE.label} ↓"] == "0.720 [0.670, 0.770]"
+
+
+def test_every_metric_is_in_the_full_table(submissions):
+    full = all_metrics(TASK, newest_entries(read_submissions(submissions)))
+    rows = [dict(zip(full.headers, row)) for row in full.rows]
     assert len(rows) == 2 * len(LENGTHS)
     row = next(r for r in rows if r["model"].startswith("model-b") and r["length"] == "64")
     assert row["auc"] == "0.710 [0.660, 0.760]" and row["runs"] == "1" and float(row["tpr@0.1fpr"]) == 0.25
+    assert full.numeric == [False, True, True, False, False, True, True]
 
 
 def test_leaderboard_numbers_have_three_decimals(submissions):
     markdown, _ = render_markdown(submissions)
     overview = records(table(section(markdown, "## Overview")))
-    [column] = [c for c in overview[0] if c.startswith(TASK)]
-    assert sorted(row[column] for row in overview) == ["0.610", "0.720"]
-    rows = records(table(section(markdown, f"## {TASK}")))
-    assert {row["tpr@0.1fpr"] for row in rows} == {"0.250"}
+    assert sorted(row["mink ↓"] for row in overview) == ["0.610", "0.720"]
 
 
 def test_leaderboard_check(capsys, tmp_path, submissions):
@@ -347,9 +363,9 @@ def test_newest_run_is_shown_and_runs_counted(tmp_path):
     assert "0.111" not in markdown
     overview = {row["model"]: row for row in records(table(section(markdown, "## Overview")))}
     assert set(overview) == {f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"}
-    [column] = [c for c in next(iter(overview.values())) if c.startswith(TASK)]
+    [column] = [c for c in next(iter(overview.values())) if c.startswith(SHORT)]
     assert float(overview[f"model-a ({ID_A[:8]})"][column]) == 0.777
-    rows = records(table(section(markdown, f"## {TASK}")))
+    rows = records(table(full_table(folder)))
     a_rows = [r for r in rows if r["model"] == f"model-a ({ID_A[:8]})"]
     assert len(a_rows) == len(LENGTHS)
     assert {r["runs"] for r in a_rows} == {"2"}
@@ -367,7 +383,7 @@ def test_equal_weights_under_different_names_are_different_rows(tmp_path):
     markdown, _ = render_markdown(folder)
     overview = {row["model"]: row for row in records(table(section(markdown, "## Overview")))}
     assert set(overview) == {f"untrained-en ({ID_A[:8]})", f"untrained-ja ({ID_A[:8]})"}
-    rows = records(table(section(markdown, f"## {TASK}")))
+    rows = records(table(full_table(folder)))
     assert {r["runs"] for r in rows} == {"1"}
 
 
@@ -469,19 +485,20 @@ def test_runs_with_limit_are_marked_in_every_table(tmp_path):
     overview_text = section(markdown, "## Overview")
     overview = {row["model"]: row for row in records(table(overview_text))}
     assert set(overview) == {a, b, c}
-    [column] = [col for col in overview[a] if col.startswith(TASK)]
-    [other] = [col for col in overview[a] if col.startswith("other_task")]
+    [column] = [col for col in overview[a] if col.startswith(SHORT)]
+    [other] = [col for col in overview[a] if col.startswith("other ")]
     assert overview[b][column] == "0.720"  # all of model-b's runs are limited: its label says so
     # model-c mixes a full run and a limited one: the limited run's value is marked too
     assert overview[c][column] == "0.550" and overview[c][other] == "0.400 †"
     assert LIMIT_LEGEND in overview_text.split("\n|")[-1]  # below the table
 
     mink = section(markdown, f"## {TASK}")
-    summary_rows = records(table(mink.split("Summary:")[1]))
-    assert [row["model"] for row in summary_rows] == [a, b, f"model-c ({ID_C[:8]})"]
-    all_rows = records(table(mink.split("All metrics:")[1]))
-    assert {row["model"] for row in all_rows} == {a, b, f"model-c ({ID_C[:8]})"}  # model-c's mink run is full
-    agreement = records(table(mink.split("Agreement across models")[1]))
+    summary_rows = records(table(mink))
+    assert [row["model"] for row in summary_rows] == [a, b, f"model-c ({ID_C[:8]})"]  # model-c's mink run is full
+    board = newest_entries(read_submissions(tmp_path))
+    all_rows = records(table(task_table(TASK, board)))
+    assert {row["model"] for row in all_rows} == {a, b, f"model-c ({ID_C[:8]})"}
+    agreement = records(table(agreement_table(TASK, board)))
     assert {(row["model A"], row["model B"]) for row in agreement} == {(a, b), (a, f"model-c ({ID_C[:8]})"),
                                                                          (b, f"model-c ({ID_C[:8]})")}
     assert LIMIT_LEGEND in mink
@@ -510,9 +527,11 @@ def test_a_task_summary_table_shows_its_summary_metrics_with_directions(tmp_path
         results.tasks[0].summary = summary
         submit(tmp_path, results)
     markdown, _ = render_markdown(tmp_path)
-    rows = records(table(section(markdown, f"## {TASK}").split("Summary:")[1]))
-    assert rows == [{"model": "model-a (aaaaaaaa)", "AUC 128 ↓": "0.700", "AUC 32 →0.5": "0.680"},
-                    {"model": "model-b (bbbbbbbb)", "AUC 128 ↓": "0.600", "AUC 32 →0.5": "0.580"}]
+    rows = records(table(section(markdown, f"## {TASK}")))
+    assert rows == [{"model": "model-a (aaaaaaaa)", "AUC 128 ↓": "0.700 [0.650, 0.750]",
+                     "AUC 32 →0.5": "0.680 [0.630, 0.730]"},
+                    {"model": "model-b (bbbbbbbb)", "AUC 128 ↓": "0.600 [0.550, 0.650]",
+                     "AUC 32 →0.5": "0.580 [0.530, 0.630]"}]
     with pytest.raises(ValidationError):
         Headline(metric="ss", label="SS", better="ideal")  # an ideal value is required
     with pytest.raises(ValidationError):

@@ -96,6 +96,13 @@ class MinkMembership(Task):
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="auc", tags={"score": "min_k_20", "length": "128"},
                         label="Min-K% 20% AUC, 128 words", better="lower")
+    SUMMARY = (HEADLINE,
+               Headline(metric="auc", tags={"score": "min_k_pp_20", "length": "128"},
+                        label="Min-K%++ 20% AUC, 128", better="lower"),
+               Headline(metric="auc", tags={"score": "loss", "length": "128"}, label="loss AUC, 128", better="lower"),
+               Headline(metric="auc", tags={"score": "zlib", "length": "128"}, label="zlib AUC, 128", better="lower"),
+               Headline(metric="tpr@0.1fpr", tags={"score": "min_k_20", "length": "128"},
+                        label="Min-K% 20% TPR@10%FPR, 128", better="lower"))
     Config = MinkConfig
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:

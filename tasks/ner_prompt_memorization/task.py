@@ -54,6 +54,12 @@ class NerPromptMemorization(Task):
     MODEL_KINDS = frozenset({ModelKind.TOKEN_CLASSIFIER})
     HEADLINE = Headline(metric="m_mem", tags={"strategy": "opt_best"}, label="best-prompt test M-MEM",
                         better="lower")
+    SUMMARY = (HEADLINE,
+               Headline(metric="m_mem", tags={"strategy": "opt_worst"}, label="worst-prompt test M-MEM",
+                        better="lower"),
+               Headline(metric="m_mem", tags={"strategy": "no_prompt"}, label="no-prompt M-MEM", better="lower"),
+               Headline(metric="prompt_m_mem_iqr", tags={"split": "test"}, label="IQR over prompts",
+                        better="lower"))
     Config = NerConfig
 
     def load_data(self, config: NerConfig, context: RunContext) -> NerData:

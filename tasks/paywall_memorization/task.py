@@ -64,6 +64,13 @@ class PaywallMemorization(Task):
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="approximate_mean", tags={"group": "members", "bin": "all"},
                         label="approximate memorization, members", better="lower")
+    SUMMARY = (HEADLINE,
+               Headline(metric="approximate_mean", tags={"group": "non_members", "bin": "all"},
+                        label="approximate, non-members", better="lower"),
+               Headline(metric="eidetic_mean", tags={"group": "members", "bin": "all"},
+                        label="eidetic chars, members", better="lower"),
+               Headline(metric="eidetic_mean", tags={"group": "non_members", "bin": "all"},
+                        label="eidetic chars, non-members", better="lower"))
     Config = PaywallConfig
 
     def load_data(self, config: PaywallConfig, context: RunContext) -> PaywallData:

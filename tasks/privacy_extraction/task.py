@@ -142,6 +142,13 @@ class PrivacyExtraction(Task):
     MODEL_KINDS = frozenset({ModelKind.SEQ2SEQ, ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="subset_score", tags={"group": "memorization-45", "times": "all", "epoch": "8"},
                         label="memorization-45 subset score, 8 epochs", better="lower")
+    SUMMARY = (HEADLINE,
+               Headline(metric="exact_match", tags={"group": "memorization-45", "times": "all", "epoch": "8"},
+                        label="memorization-45 exact match, 8 epochs", better="lower"),
+               Headline(metric="exact_match", tags={"group": "privacy", "field": "all", "epoch": "8"},
+                        label="PII exact match, 8 epochs", better="lower"),
+               Headline(metric="epsilon", tags={"group": "unique", "epoch": "8"},
+                        label="worst-case epsilon, 8 epochs", better="lower"))
     Config = PrivacyConfig
 
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:

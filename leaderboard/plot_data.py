@@ -1,0 +1,101 @@
+"""What a task's plot draws, for both plotters (the board's PNGs, `leaderboard.plots`, and the web
+board's plotly figures, `leaderboard.site_plots`): each finished run's headline value, against the
+headline's numeric tag when it has one (e.g. Min-K% AUC against prefix length), and which runs are
+left out and why."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.results import Headline, Metric
+from leaderboard.collect import BoardEntry
+from leaderboard.render import entry_label, escape
+
+
+def number(value: str | None) -> float | None:
+    """A tag value as a finite number; None when it is not one."""
+    try:
+        parsed = float(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed if math.isfinite(parsed) else None
+
+
+@dataclass
+class PlotData:
+    """The runs a task's plot draws. `series`: per run, (axis tag value, headline value) points
+    (one point at x=0 when there is no axis tag); `metrics`: per run, its headline metric."""
+
+    task: str
+    head: Headline
+    axis_tag: str | None
+    series: list[tuple[BoardEntry, list[tuple[float, float]]]]
+    metrics: list[Metric | None]
+
+    def xs(self) -> list[float]:
+        return sorted({x for _, points in self.series for x, _ in points})
+
+    def axis_title(self) -> str:
+        """The value axis: the headline's label (up to its first comma when plotted against a tag)
+        and its better direction."""
+        label = self.head.label.split(",")[0] if self.axis_tag else self.head.label
+        return (f"{label} ({self.head.better} is better)" if self.head.ideal is None
+                else f"{label} (best at {self.head.ideal:g})")
+
+    def ranked(self) -> list[tuple[BoardEntry, Metric]]:
+        """Runs with their headline metric, best first: highest or lowest value, or nearest the
+        ideal; ties by model name."""
+        rows = [(item, metric) for (item, _), metric in zip(self.series, self.metrics) if metric is not None]
+
+        def badness(row: tuple[BoardEntry, Metric]) -> float:
+            value = row[1].value
+            if self.head.better == "higher":
+                return -value
+            return value if self.head.better == "lower" else abs(value - self.head.ideal)
+
+        return sorted(rows, key=lambda row: (badness(row), row[0].model_name, row[0].model_identity))
+
+
+def _series(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, float]]:
+    """(axis tag value, headline value) of each of the entry's metrics its headline names, whatever
+    the axis tag; metrics without a value, or without a numeric axis tag, are left out."""
+    head = item.entry.headline
+    fixed = {k: v for k, v in head.tags.items() if k != axis_tag}
+    points = []
+    for metric in item.entry.metrics:
+        if metric.name != head.metric or metric.value is None:
+            continue
+        if all(metric.tags.get(k) == v for k, v in fixed.items()):
+            x = number(metric.tags.get(axis_tag)) if axis_tag else 0.0
+            if x is not None:
+                points.append((x, metric.value))
+    return sorted(points)
+
+
+def _why_left_out(item: BoardEntry, axis_tag: str | None) -> str:
+    head = item.entry.headline
+    if head is None:
+        return "it names no headline metric"
+    where = ", ".join(f"{k}={v}" for k, v in head.tags.items() if k != axis_tag)
+    return (f"no value of {escape(head.metric)}" + (f" ({escape(where)})" if where else "")
+            + (f" with a numeric {escape(axis_tag)} tag" if axis_tag else ""))
+
+
+def plot_data(task: str, board: list[BoardEntry]) -> tuple[PlotData | None, str | None]:
+    """The task's plot data (None when no finished run has a value to draw) and one markdown line
+    that says which finished runs it leaves out and why (None when it draws them all, or when the
+    task has no finished run)."""
+    finished = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
+    items = [b for b in finished if b.entry.headline]
+    head = items[0].entry.headline if items else None
+    axis_tag = next((k for k, v in head.tags.items() if number(v) is not None), None) if head else None
+    series = [(item, _series(item, axis_tag)) for item in items]
+    drawn = [(item, points) for item, points in series if points]
+    left_out = [item for item in finished if not any(item is d for d, _ in drawn)]
+    note = ("Plot: leaves out " + "; ".join(f"{entry_label(item)} ({_why_left_out(item, axis_tag)})"
+                                            for item in left_out) + ".") if left_out else None
+    if not drawn:
+        return None, ("Plot: none, no finished run has a value of its headline metric to draw." if finished else None)
+    metrics = [None if axis_tag else item.entry.headline_metric() for item, _ in drawn]
+    return PlotData(task, head, axis_tag, drawn, metrics), note
