@@ -26,14 +26,13 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 from harness.io import canonical_json, sha256_text
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import CORPORA, corpus_record, document_prefixes, source_documents
-from harness.reference.ner_build import SPECIAL_TOKENS, train_tokenizer
+from harness.reference.ner_build import IGNORED, SPECIAL_TOKENS, train_tokenizer
 from harness.reference.t5_build import flushing_denormals
 from harness.reference.train import seed_everything, train_epochs
 from harness.scoring import right_pad
 from harness.text import word_end_offsets
 
 CORPUS = "xsum"
-IGNORED = -100  # label of a token that is not predicted: no loss
 FIRST_WORD_ID = len(SPECIAL_TOKENS)  # `train_tokenizer` puts the special tokens first
 MASK_SEED_OFFSET = 1  # the masking generator's seed is config.seed + this; the held-out one + 2
 EVAL_BATCH = 64  # held-out rows masked and scored per batch (the masks depend on it)

@@ -25,7 +25,7 @@ from harness.reference.train import seed_everything, train_epochs
 from harness.scoring import right_pad
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-IGNORED = -100  # label of padding: no loss
+IGNORED = -100  # label of a token that is not predicted (padding; in the MLM, unmasked tokens): no loss
 
 
 @dataclass(frozen=True)
