@@ -10,7 +10,16 @@ from dataclasses import dataclass
 
 from harness.results import Headline, Metric
 from leaderboard.collect import BoardEntry
-from leaderboard.render import entry_label, escape
+from leaderboard.render import entry_label, escape, limit_mark
+
+LABEL_CHARS = 48  # a model name longer than this is cut with an ellipsis in a plot
+
+
+def plot_label(item: BoardEntry) -> str:
+    """A run's label in a plot: `name (identity8)` and the limit mark; a name longer than
+    `LABEL_CHARS` cut with an ellipsis (the identity stays, so labels stay apart)."""
+    name = item.model_name if len(item.model_name) <= LABEL_CHARS else item.model_name[:LABEL_CHARS - 1] + "…"
+    return f"{name} ({item.model_identity[:8]}){limit_mark([item.limit])}"
 
 
 def number(value: str | None) -> float | None:
@@ -43,6 +52,20 @@ class PlotData:
         return (f"{label} ({self.head.better} is better)" if self.head.ideal is None
                 else f"{label} (best at {self.head.ideal:g})")
 
+    @staticmethod
+    def error(metric: Metric) -> tuple[float, float]:
+        """How far below and above its value a metric's error bar reaches: to its interval's ends
+        where it has them, else its seed spread (std), else 0; never negative."""
+        spread = metric.std or 0.0
+        below = metric.value - metric.ci_low if metric.ci_low is not None else spread
+        above = metric.ci_high - metric.value if metric.ci_high is not None else spread
+        return max(0.0, below), max(0.0, above)
+
+    def top_down(self) -> list[tuple[BoardEntry, list[tuple[float, float]]]]:
+        """The series from the highest value at its largest x down: a legend in this order reads
+        in the order of the lines."""
+        return sorted(self.series, key=lambda run: (-run[1][-1][1], run[0].model_name, run[0].model_identity))
+
     def ranked(self) -> list[tuple[BoardEntry, Metric]]:
         """Runs with their headline metric, best first: highest or lowest value, or nearest the
         ideal; ties by model name."""
@@ -57,9 +80,10 @@ class PlotData:
         return sorted(rows, key=lambda row: (badness(row), row[0].model_name, row[0].model_identity))
 
 
-def _series(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, float]]:
-    """(axis tag value, headline value) of each of the entry's metrics its headline names, whatever
-    the axis tag; metrics without a value, or without a numeric axis tag, are left out."""
+def _points(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, Metric]]:
+    """(axis tag value, metric) of each of the entry's metrics its headline names, whatever the
+    axis tag, sorted by the tag value; metrics without a value, or without a numeric axis tag, are
+    left out. Without an axis tag every point is at 0."""
     head = item.entry.headline
     fixed = {k: v for k, v in head.tags.items() if k != axis_tag}
     points = []
@@ -69,8 +93,8 @@ def _series(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, float]]
         if all(metric.tags.get(k) == v for k, v in fixed.items()):
             x = number(metric.tags.get(axis_tag)) if axis_tag else 0.0
             if x is not None:
-                points.append((x, metric.value))
-    return sorted(points)
+                points.append((x, metric))
+    return sorted(points, key=lambda point: (point[0], point[1].value))
 
 
 def _why_left_out(item: BoardEntry, axis_tag: str | None) -> str:
@@ -90,12 +114,13 @@ def plot_data(task: str, board: list[BoardEntry]) -> tuple[PlotData | None, str 
     items = [b for b in finished if b.entry.headline]
     head = items[0].entry.headline if items else None
     axis_tag = next((k for k, v in head.tags.items() if number(v) is not None), None) if head else None
-    series = [(item, _series(item, axis_tag)) for item in items]
-    drawn = [(item, points) for item, points in series if points]
+    points = [(item, _points(item, axis_tag)) for item in items]
+    drawn = [(item, found) for item, found in points if found]
     left_out = [item for item in finished if not any(item is d for d, _ in drawn)]
     note = ("Plot: leaves out " + "; ".join(f"{entry_label(item)} ({_why_left_out(item, axis_tag)})"
                                             for item in left_out) + ".") if left_out else None
     if not drawn:
         return None, ("Plot: none, no finished run has a value of its headline metric to draw." if finished else None)
-    metrics = [None if axis_tag else item.entry.headline_metric() for item, _ in drawn]
-    return PlotData(task, head, axis_tag, drawn, metrics), note
+    series = [(item, [(x, metric.value) for x, metric in found]) for item, found in drawn]
+    metrics = [None if axis_tag else found[0][1] for _, found in drawn]
+    return PlotData(task, head, axis_tag, series, metrics), note

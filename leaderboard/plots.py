@@ -1,9 +1,12 @@
-"""One PNG per task: its headline metric per model, against a numeric tag when the task has one
-(e.g. Min-K% AUC against prefix length), else as bars.
+"""One PNG per task for LEADERBOARD.md: its headline metric per model, against a numeric tag when
+the task has one (e.g. Min-K% AUC against prefix length), else as bars. What is drawn comes from
+`leaderboard.plot_data` (the web board's plotly figures draw the same).
 
-A plot draws what it can of any valid results file: a run without a value to draw is left out and
-the board says so (`task_plot`'s note), and text from the files is drawn as it is (no mathtext, so
-a `$` in a model name is a dollar sign)."""
+The plots scale with the number of models: bars are horizontal, one per model, sorted best first,
+and the figure grows by a fixed height per bar, so labels never overlap; a line plot's legend is
+outside the axes, in as many columns as it needs, and the figure grows to hold it. Text from the
+files is drawn as it is (no mathtext, so a `$` in a model name is a dollar sign); labels longer
+than `plot_data.LABEL_CHARS` are cut with an ellipsis, keeping the identity."""
 
 from __future__ import annotations
 
@@ -14,81 +17,91 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
-from harness.results import Headline  # noqa: E402
 from leaderboard.collect import BoardEntry  # noqa: E402
-from leaderboard.render import entry_label, escape, limit_mark  # noqa: E402
+from leaderboard.plot_data import PlotData, plot_data, plot_label  # noqa: E402
 
 # Text from a results file is drawn verbatim: matplotlib's mathtext would read `$...$` (and fail on
 # what it cannot parse).
 _PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
-FIGURE = {"figsize": (7, 4), "dpi": 100}
+FIGURE = {"width": 8.0, "dpi": 100}
+BAR_INCHES = 0.28  # height per bar (and per legend row): room for a 9 pt label
+LEGEND_ROWS = 24  # legend entries per column before another column is added
 
 
-def _number(value: str | None) -> float | None:
-    """A tag value as a finite number; None when it is not one."""
+def model_label(item: BoardEntry) -> str:
+    label = plot_label(item)
+    return " " + label if label.startswith("_") else label  # matplotlib hides legend labels that start with _
+
+
+def bar_figure(data: PlotData) -> Figure:
+    """Horizontal bars, best at the top, the value at the end of each bar, the interval (or the
+    seed spread) as an error bar, a dashed line at the ideal value where there is one."""
+    rows = data.ranked()
+    height = 1.2 + BAR_INCHES * len(rows)
+    figure = plt.figure(figsize=(FIGURE["width"], height), dpi=FIGURE["dpi"])
+    axes = figure.add_subplot()
+    positions = list(range(len(rows)))
+    values = [metric.value for _, metric in rows]
+    low, high = zip(*(data.error(metric) for _, metric in rows))
+    spread = any(low) or any(high)
+    axes.barh(positions, values, height=0.7, color="#4c72b0",
+              xerr=[low, high] if spread else None, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333"})
+    axes.set_yticks(positions, [model_label(item) for item, _ in rows], fontsize=8)
+    axes.set_ylim(len(rows) - 0.5, -0.5)  # the first (best) row at the top
+    for position, value, up, down in zip(positions, values, high, low):
+        end = value + up if value >= 0 else value - down  # past the error bar
+        axes.annotate(f"{value:.3f}", (end, position), xytext=(3 if value >= 0 else -3, 0),
+                      textcoords="offset points", va="center", ha="left" if value >= 0 else "right", fontsize=7)
+    if data.head.ideal is not None:
+        axes.axvline(data.head.ideal, color="#c44e52", linestyle="--", linewidth=1)
+    axes.set_xlabel(data.axis_title())
+    axes.grid(axis="x", alpha=0.3)
+    axes.margins(x=0.12)
+    return figure
+
+
+def line_figure(data: PlotData) -> Figure:
+    """A line per model against the axis tag (doubling steps on a log2 axis when all are
+    positive), the legend to the right of the axes in columns of `LEGEND_ROWS`."""
+    columns = max(1, math.ceil(len(data.series) / LEGEND_ROWS))
+    rows = math.ceil(len(data.series) / columns)
+    height = max(4.0, 1.2 + BAR_INCHES * rows)
+    figure = plt.figure(figsize=(6.0 + 3.2 * columns, height), dpi=FIGURE["dpi"])
+    axes = figure.add_axes((0.08, 0.12, 5.0 / (6.0 + 3.2 * columns), 0.8))
+    tab20 = plt.get_cmap("tab20").colors
+    colours = tab20[0::2] + tab20[1::2]  # the 10 strong colours first, then their light pairs
+    styles = ("-", "--", ":", "-.")
+    markers = ("o", "s", "^", "D", "v")
+    for k, (item, points) in enumerate(data.top_down()):
+        axes.plot([x for x, _ in points], [y for _, y in points], label=model_label(item),
+                  color=colours[k % 20], linestyle=styles[(k // 20) % 4], marker=markers[(k // 20) % 5],
+                  markersize=3, linewidth=1.2)
+    xs = data.xs()
+    axes.set_xlabel(data.axis_tag)
+    if xs[0] > 0:  # lengths and sizes: doubling steps; counts from 0 (epochs): linear
+        axes.set_xscale("log", base=2)
+    axes.set_xticks(xs, [f"{x:g}" for x in xs])
+    axes.minorticks_off()
+    axes.set_ylabel(data.axis_title())
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, ncols=columns,
+                frameon=False)
+    return figure
+
+
+def figure_of(data: PlotData) -> Figure:
+    figure = line_figure(data) if data.axis_tag else bar_figure(data)
+    figure.axes[0].set_title(data.task)
+    return figure
+
+
+def _draw(data: PlotData) -> bytes:
+    figure = figure_of(data)
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _series(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, float]]:
-    """(axis tag value, headline value) of each of the entry's metrics its headline names, whatever
-    the axis tag; metrics without a value, or without a numeric axis tag, are left out."""
-    head = item.entry.headline
-    fixed = {k: v for k, v in head.tags.items() if k != axis_tag}
-    points = []
-    for metric in item.entry.metrics:
-        if metric.name != head.metric or metric.value is None:
-            continue
-        if all(metric.tags.get(k) == v for k, v in fixed.items()):
-            x = _number(metric.tags.get(axis_tag)) if axis_tag else 0.0
-            if x is not None:
-                points.append((x, metric.value))
-    return sorted(points)
-
-
-def _legend_label(item: BoardEntry, separator: str = " ") -> str:
-    label = f"{item.model_name}{separator}({item.model_identity[:8]}){limit_mark([item.limit])}"
-    return " " + label if label.startswith("_") else label  # matplotlib hides labels that start with _
-
-
-def _why_left_out(item: BoardEntry, axis_tag: str | None) -> str:
-    head = item.entry.headline
-    if head is None:
-        return "it names no headline metric"
-    where = ", ".join(f"{k}={v}" for k, v in head.tags.items() if k != axis_tag)
-    return (f"no value of {escape(head.metric)}" + (f" ({escape(where)})" if where else "")
-            + (f" with a numeric {escape(axis_tag)} tag" if axis_tag else ""))
-
-
-def _draw(task: str, head: Headline, axis_tag: str | None,
-          drawn: list[tuple[BoardEntry, list[tuple[float, float]]]]) -> bytes:
-    figure, axes = plt.subplots(**FIGURE)
-    try:
-        if axis_tag:
-            xs = sorted({x for _, points in drawn for x, _ in points})
-            for item, points in drawn:
-                axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_legend_label(item))
-            axes.set_xlabel(axis_tag)
-            if xs[0] > 0:  # lengths and sizes: doubling steps; counts from 0 (epochs): linear
-                axes.set_xscale("log", base=2)
-            axes.set_xticks(xs, [f"{x:g}" for x in xs])
-            axes.minorticks_off()
-        else:
-            axes.bar([_legend_label(item, "\n") for item, _ in drawn], [points[0][1] for _, points in drawn])
-        label = head.label.split(",")[0] if axis_tag else head.label
-        axes.set_ylabel(f"{label} ({head.better} is better)" if head.ideal is None
-                        else f"{label} (best at {head.ideal:g})")
-        axes.set_title(task)
-        axes.grid(alpha=0.3)
-        if axis_tag:
-            axes.legend(fontsize=7)
-        figure.tight_layout()
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", metadata={"Software": None})
+        figure.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
         return buffer.getvalue()
     finally:
         plt.close(figure)
@@ -98,19 +111,11 @@ def task_plot(task: str, board: list[BoardEntry]) -> tuple[bytes | None, str | N
     """PNG bytes of one task's plot (None when it has nothing to draw), and one markdown line that
     says which finished runs it leaves out and why (None when it draws them all, or when the task
     has no finished run)."""
-    finished = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
-    items = [b for b in finished if b.entry.headline]
-    head = items[0].entry.headline if items else None
-    axis_tag = next((k for k, v in head.tags.items() if _number(v) is not None), None) if head else None
-    series = [(item, _series(item, axis_tag)) for item in items]
-    drawn = [(item, points) for item, points in series if points]
-    left_out = [item for item in finished if not any(item is d for d, _ in drawn)]
-    note = ("Plot: leaves out " + "; ".join(f"{entry_label(item)} ({_why_left_out(item, axis_tag)})"
-                                            for item in left_out) + ".") if left_out else None
-    if not drawn:
-        return None, ("Plot: none, no finished run has a value of its headline metric to draw." if finished else None)
+    data, note = plot_data(task, board)
+    if data is None:
+        return None, note
     try:
         with plt.rc_context(_PLAIN_TEXT):
-            return _draw(task, head, axis_tag, drawn), note
+            return _draw(data), note
     except (ValueError, ArithmeticError, RuntimeError) as err:  # values matplotlib cannot lay out (1e308, say)
         return None, f"Plot: none, matplotlib could not draw these values or labels ({type(err).__name__})."

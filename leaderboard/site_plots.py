@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from leaderboard.collect import BoardEntry
-from leaderboard.plot_data import PlotData, plot_data
+from leaderboard.plot_data import PlotData, plot_data, plot_label
 
 
 def plotly_js() -> bytes:
@@ -26,22 +26,19 @@ def plotly_js() -> bytes:
 
 
 def _label(item: BoardEntry) -> str:
-    return html.escape(f"{item.model_name} ({item.model_identity[:8]})", quote=False)
+    return html.escape(plot_label(item), quote=False)
 
 
 def _bars(data: PlotData) -> go.Figure:
     rows = data.ranked()  # best first
     names = [_label(item) for item, _ in rows]
     values = [metric.value for _, metric in rows]
-    plus = [None if m.ci_high is None and m.std is None else (m.ci_high - m.value if m.ci_high is not None else m.std)
-            for _, m in rows]
-    minus = [None if m.ci_low is None and m.std is None else (m.value - m.ci_low if m.ci_low is not None else m.std)
-             for _, m in rows]
+    minus, plus = zip(*(data.error(metric) for _, metric in rows))
     bar = go.Bar(x=values, y=names, orientation="h", hovertemplate="%{y}: %{x:.3f}<extra></extra>",
-                 text=[f"{v:.3f}" for v in values], textposition="outside", cliponaxis=False)
-    if any(p is not None for p in plus):
-        bar.error_x = go.bar.ErrorX(type="data", symmetric=False, array=[p or 0 for p in plus],
-                                    arrayminus=[m or 0 for m in minus])
+                 text=[f"{v:.3f}" for v in values], textposition="inside", insidetextanchor="start",
+                 textfont={"color": "white", "size": 10})
+    if any(plus) or any(minus):
+        bar.error_x = go.bar.ErrorX(type="data", symmetric=False, array=list(plus), arrayminus=list(minus))
     figure = go.Figure(bar)
     if data.head.ideal is not None:
         figure.add_vline(x=data.head.ideal, line_dash="dash", annotation_text=f"best: {data.head.ideal:g}")
@@ -52,7 +49,7 @@ def _bars(data: PlotData) -> go.Figure:
 
 def _lines(data: PlotData) -> go.Figure:
     figure = go.Figure()
-    for item, points in data.series:
+    for item, points in data.top_down():  # the legend reads in the order of the lines
         figure.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines+markers",
                                     name=_label(item), hovertemplate="%{fullData.name}<br>"
                                     + html.escape(data.axis_tag, quote=False) + " %{x}: %{y:.3f}<extra></extra>"))

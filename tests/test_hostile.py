@@ -492,8 +492,8 @@ def test_every_valid_set_of_files_renders(files, draw_plots):
             except UserError:
                 assume(False)  # the property is about files that validate
         # plots are slow: tiny figures, and most examples check the markdown with plotting stubbed
-        stub = None if draw_plots == 0 else (lambda task, head, axis, drawn: b"\x89PNG stub")
-        with mock.patch.dict(plots.FIGURE, {"figsize": (2, 1.5), "dpi": 20}), \
+        stub = None if draw_plots == 0 else (lambda data: b"\x89PNG stub")
+        with mock.patch.dict(plots.FIGURE, {"width": 2, "dpi": 20}), \
                 mock.patch.object(plots, "_draw", stub or plots._draw):
             markdown, pngs = render_markdown(Path(folder))
     assert markdown.startswith("# membench leaderboard\n")
