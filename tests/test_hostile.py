@@ -48,8 +48,10 @@ def board_with(tmp_path: Path, *hostile: dict) -> tuple[str, dict[str, bytes]]:
     for i, raw in enumerate(hostile):
         write_raw(folder, raw, f"hostile-{i}.json")
         assert main(["validate", str(folder / f"hostile-{i}.json")]) == 0  # each file is valid
-    output = tmp_path / "site" / "LEADERBOARD.md"
+    output = tmp_path / "board" / "LEADERBOARD.md"
     assert main(["leaderboard", "--submissions", str(folder), "--output", str(output)]) == 0
+    pages = list((output.parent / "site").rglob("*.html"))  # the web board renders them all, escaped
+    assert len(pages) >= 3 and not any("<img" in page.read_text(encoding="utf-8") for page in pages)
     markdown, plots_ = render_markdown(folder)
     assert output.read_text(encoding="utf-8") == markdown
     assert_tables_intact(markdown)
