@@ -231,8 +231,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     distributed.shutdown()
     if not rank0:  # only rank 0 wrote the file and reports it
         return 0
-    print(path)
+    print_results(path)
     return 0
+
+
+def print_results(path: Path) -> None:
+    """The end of `membench evaluate` on stdout: the results table (`report.results_table`), then the
+    results file's path alone on the last line, for scripts (`... | tail -n 1`)."""
+    from harness.report import results_table
+    from harness.results import load_results
+
+    print(results_table(load_results(path)))
+    print()
+    print(path, flush=True)
 
 
 def cmd_export_lm_eval(args: argparse.Namespace) -> int:
@@ -327,7 +338,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_reference(args: argparse.Namespace) -> int:
     from harness.io import cache_dir
-    from harness.reference.workflow import check_writable_folder, reference_recipes
+    from harness.reference.workflow import build_reported, check_writable_folder, reference_recipes
 
     recipes = reference_recipes(args.quick, args.seed)
     unknown = sorted(set(args.builds or []) - {config.name for config, _ in recipes})
@@ -339,7 +350,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         check_writable_folder(cache_dir(), "the membench cache ($MEMBENCH_CACHE)")
     for config, build_fn in recipes:
         if args.builds is None or config.name in args.builds:
-            print(build_fn(config, args.output / config.name if args.output else None, force=args.force))
+            print(build_reported(config, build_fn, args.output / config.name if args.output else None, args.force))
     return 0
 
 

@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
+from harness.progress import bar_desc
 
 T = TypeVar("T")
 
@@ -173,7 +174,7 @@ def run_batches(batches: Sequence[Sequence[int]], score_batch: Callable[[list[in
     mine = shard(batches, world, me)
     disable = True if me != 0 else (None if progress is None else not progress)
     results: dict[int, T] = {}
-    for batch in tqdm(mine, desc=desc, unit="batch", leave=False, disable=disable):
+    for batch in tqdm(mine, desc=bar_desc(desc), unit="batch", leave=False, disable=disable):
         values = score_batch(batch)
         if len(values) != len(batch):
             raise ValueError(f"score_batch returned {len(values)} results for a batch of {len(batch)}")

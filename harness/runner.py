@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import harness
-from harness import cache, distributed, interrupts, models, staging
+from harness import cache, distributed, interrupts, models, progress, staging
 from harness.errors import UserError, warn
 from harness.identity import board_key
 from harness.io import atomic_write_text, canonical_json, sha256_file, sha256_text
@@ -135,7 +135,8 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
             # the headline and summary say how the board shows the task, not what was computed: take today's
             return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY)}), samples
     started = time.perf_counter()
-    result = task.run(lm, data, config, context)
+    with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
+        result = task.run(lm, data, config, context)
     if not result.metrics:  # nothing to show: not an "ok" run
         reason = f"no metrics: {result.no_metrics_reason or 'the task computed none on this data'}"
         if distributed.is_main():

@@ -137,8 +137,9 @@ def _one_and_two_processes(tmp_path: Path, model: Path, settings: list[str]):
                      "--main_process_port", str(_free_port())], model, tmp_path / "two", settings)
     [path_one] = (tmp_path / "one").glob("*.json")
     [path_two] = (tmp_path / "two").glob("*.json")  # exactly one results file: rank 0 writes
-    assert one.stdout.split() == [str(path_one)]
-    assert two.stdout.split() == [str(path_two)]  # and only rank 0 prints its path
+    assert one.stdout.splitlines()[-1] == str(path_one)  # the results table, then the path
+    assert two.stdout.splitlines()[-1] == str(path_two)
+    assert two.stdout.count(str(path_two)) == 1 and two.stdout.count("time (s)") == 1  # printed by rank 0 only
     assert path_one.name == path_two.name
     assert "processes" not in json.loads(path_one.read_text())["run"]
     samples_one = sorted(p.name for p in (tmp_path / "one").glob("*.samples.jsonl"))

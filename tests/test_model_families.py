@@ -132,7 +132,7 @@ def test_tasks_all_skips_a_task_that_refuses_the_model_but_a_named_one_is_an_err
     assert "B-LOC" in capsys.readouterr().err
     assert main(base + ["--tasks", "all"]) == 0
     out = capsys.readouterr()
-    entry = json.loads(Path(out.out.strip()).read_text())["tasks"]
+    entry = json.loads(Path(out.out.splitlines()[-1]).read_text())["tasks"]
     ner = next(e for e in entry if e["name"] == "ner_prompt_memorization")
     assert ner["status"] == "skipped" and "B-LOC" in ner["skip_reason"]
     assert "ner_prompt_memorization skipped" in out.err

@@ -182,7 +182,7 @@ def test_documented_handling_of_awkward_rows(capsys, tmp_path, tiny_lm):
     out = tmp_path / "out"
     capsys.readouterr()
     assert main(paywall_argv(tiny_lm, data, out, "--log-samples")) == 0, capsys.readouterr()
-    results_path = Path(capsys.readouterr().out.strip())
+    results_path = Path(capsys.readouterr().out.splitlines()[-1])
     assert results_path.parent == out
     entry = load_results(results_path).task(TASK)
     assert entry.status == "ok"

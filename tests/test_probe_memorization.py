@@ -239,7 +239,7 @@ def test_evaluate_writes_a_results_file(capsys, out, minilm):
     code = main(evaluate_argv(out, "--source", "conll-sample", "--repetitions", "2", "--train-sizes", "20,all",
                               "--mlp-epochs", "2", "--limit", "25", "--log-samples"))
     assert code == 0, capsys.readouterr().err
-    path = Path(capsys.readouterr().out.strip())
+    path = Path(capsys.readouterr().out.splitlines()[-1])
     entry = load_results(path).task(TASK)
     assert entry.status == "ok" and entry.version == 3
     assert entry.counts["eval_sentences"] == 25 and entry.counts["pool_sentences"] == 151

@@ -14,6 +14,7 @@ from tokenizers import ByteLevelBPETokenizer
 from tqdm.auto import tqdm
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from harness.progress import bar_desc
 from harness.scoring import right_pad
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def train_epochs(model, n_items: int, batch_loss: Callable[[torch.Tensor], torch
     model.train()
     grouped = None if lengths is None else length_batches(lengths, batch_size)
     steps_per_epoch = -(-n_items // batch_size)
-    progress = tqdm(total=n_epochs * steps_per_epoch, desc=desc, unit="step", disable=None)
+    progress = tqdm(total=n_epochs * steps_per_epoch, desc=bar_desc(desc), unit="step", disable=None)
     for epoch in range(1, n_epochs + 1):
         if grouped is None:
             order = torch.randperm(n_items, generator=generator)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -13,11 +14,13 @@ from harness.io import cache_dir
 from harness.models import ModelSpec, resolve_device
 from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings
 from harness.results import ResultsFile, load_results
-from harness.reference.build import build, checkpoint_folders, reference_builds
+from harness.progress import labelled
+from harness.reference.build import MANIFEST, build, checkpoint_folders, reference_builds
 from harness.reference.mlm_build import MlmBuildConfig, build_mlm
 from harness.reference.ner_build import NerBuildConfig, build_ner
 from harness.reference.pretrained import MINILM_TASKS, minilm_folder
 from harness.reference.t5_build import T5BuildConfig, build_t5
+from harness.report import evaluated_message, stage
 from harness.runner import EvaluateOptions, evaluate
 from harness.staging import sweep_cache
 from harness.task import discover
@@ -46,10 +49,47 @@ def reference_recipes(quick: bool = False, seed: int = 0) -> list[tuple[object, 
 
 
 def reference_checkpoints(quick: bool = False) -> list[tuple[object, list[Path]]]:
-    """Build (if missing) every reference build and fetch the pretrained encoder; (its config, its
-    checkpoint folders) for each, all-MiniLM-L6-v2 last."""
-    built = [(config, build_fn(config)) for config, build_fn in reference_recipes(quick)]
-    return [(config, checkpoint_folders(folder)) for config, folder in built] + [(PretrainedEncoder(), [minilm_folder()])]
+    """Build (if missing) every reference build and fetch the pretrained encoder, a stage line for
+    each (`build_reported`, `fetch_reported`); (its config, its checkpoint folders) for each,
+    all-MiniLM-L6-v2 last."""
+    built = [(config, build_reported(config, build_fn)) for config, build_fn in reference_recipes(quick)]
+    encoder = PretrainedEncoder()
+    return [(config, checkpoint_folders(folder)) for config, folder in built] + [(encoder, [fetch_reported(encoder)])]
+
+
+def manifest_stamp(folder: Path) -> tuple[int, int] | None:
+    """(inode, modification time in ns) of a build's manifest, None when there is none: a build
+    publishes a new folder, so an unchanged stamp means the build was already there."""
+    try:
+        found = (Path(folder) / MANIFEST).stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
+def build_reported(config, build_fn: Callable[..., Path], folder: Path | None = None, force: bool = False) -> Path:
+    """`build_fn(config, folder, force=force)`, its training bars named `build <name>`, with stage
+    lines on stderr: `build <name>: started`, then `cached (<recipe digest>)` or `finished in N s`."""
+    target = Path(folder) if folder else config.default_folder()
+    before = manifest_stamp(target)
+    stage(f"build {config.name}: started")
+    started = time.perf_counter()
+    with labelled(f"build {config.name}"):
+        built = build_fn(config, folder, force=force)
+    if before is not None and manifest_stamp(built) == before:
+        stage(f"build {config.name}: cached ({config.digest()})")
+    else:
+        stage(f"build {config.name}: finished in {time.perf_counter() - started:.0f} s")
+    return built
+
+
+def fetch_reported(encoder: PretrainedEncoder) -> Path:
+    """The pretrained encoder's folder (`pretrained.minilm_folder`: fetched into the cache when
+    missing), with a stage line on stderr."""
+    started = time.perf_counter()
+    folder = minilm_folder()
+    stage(f"fetch {encoder.name}: ready in {time.perf_counter() - started:.0f} s")
+    return folder
 
 
 @dataclass(frozen=True)
@@ -105,7 +145,7 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
     before = newest_by_key(submissions)
     options = EvaluateOptions(output_path=submissions, batch_size=batch_size, use_cache=use_cache,
                               keep_unchanged=True)
-    written = []
+    written, after = [], []
     for config, checkpoints in reference_checkpoints(quick):
         tasks = [registry[name] for name in config.TASKS if name in registry]
         fields = {name for task in tasks for name in task.Config.model_fields}
@@ -114,14 +154,28 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
         for checkpoint in checkpoints:
             name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}"
             spec = ModelSpec(model=str(checkpoint), device=device, name=name, reference_recipe=recipe)
-            written.append(evaluate(spec, tasks, settings, options))
+            path, results = evaluate_reported(spec, tasks, settings, options)
+            written.append(path)
+            after.append(results)
     removed = remove_superseded(submissions, written)
     write_board(submissions, board)
-    after = [load_results(path) for path in written]
     replaced = [before[key] for key in (model_key(r) for r in after) if key in before]
     versions = {name: task.VERSION for name, task in registry.items()}
     return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after), readings(after)),
                       removed)
+
+
+def evaluate_reported(spec: ModelSpec, tasks: list, settings: dict[str, str],
+                      options: EvaluateOptions) -> tuple[Path, ResultsFile]:
+    """`runner.evaluate` of one checkpoint, with stage lines on stderr: `evaluate <name>: <tasks>`,
+    then `evaluate <name>: done in N s` and each task's headline on an indented line. Returns the
+    results file's path and its contents."""
+    stage(f"evaluate {spec.name}: {', '.join(task.NAME for task in tasks)}")
+    started = time.perf_counter()
+    path = evaluate(spec, tasks, settings, options)
+    results = load_results(path)
+    stage(evaluated_message(spec.name, results, time.perf_counter() - started))
+    return path, results
 
 
 def remove_superseded(submissions: Path, written: list[Path]) -> list[Path]:

@@ -19,6 +19,7 @@ from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer, Train
 
 from harness import distributed
 from harness.conditional import encode_pairs
+from harness.progress import bar_desc
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class _Progress(TrainerCallback):
         self.bar = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.bar = tqdm(total=state.max_steps, desc="fine-tuning", unit="step", leave=False, disable=self.disable)
+        self.bar = tqdm(total=state.max_steps, desc=bar_desc("fine-tuning"), unit="step", leave=False,
+                        disable=self.disable)
 
     def on_step_end(self, args, state, control, **kwargs):
         self.bar.update(1)

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from harness.errors import UserError
 from harness.models import LoadedModel
+from harness.progress import bar_desc
 from harness.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
 from harness.results import Headline, Metric
 from harness.spans import words_to_text
@@ -141,7 +142,7 @@ class ProbeMemorization(Task):
                    for label, _ in sizes}
         samples, train_seconds = [], {p: 0.0 for p in config.probes}
         fits = len(sizes) * config.repetitions * len(config.representations) * len(config.probes)
-        bar = tqdm(total=fits, desc="probes", unit="fit", leave=False,
+        bar = tqdm(total=fits, desc=bar_desc("probes"), unit="fit", leave=False,
                    disable=None if context.progress is None else not context.progress)
         for label, size in sizes:
             for repetition in range(config.repetitions):
