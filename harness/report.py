@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import sys
 import textwrap
+
 from tabulate import tabulate
 
-from harness.results import Metric, ResultsFile, TaskEntry
-from leaderboard.render import fmt, fmt_metric
+from harness.results import ResultsFile, TaskEntry
+from leaderboard.render import fmt_metric
 
 REASON_WIDTH = 48  # a skip reason longer than this is shortened in the table (the file has it whole)
-
-
-def metric_text(metric: Metric) -> str:
-    """A metric's value as the board shows it (`mean ± std` when it has a spread over seeds), then
-    its bootstrap interval ` [lo, hi]` when it has one."""
-    text = fmt_metric(metric)
-    if metric.ci_low is not None and metric.ci_high is not None:
-        text += f" [{fmt(metric.ci_low)}, {fmt(metric.ci_high)}]"
-    return text
 
 
 def status_text(entry: TaskEntry) -> str:
@@ -40,7 +32,7 @@ def headline_cells(entry: TaskEntry) -> list[str]:
     label = f"{entry.headline.label} {entry.headline.direction()}"
     if metric is None:
         return [label, "n/a", ""]
-    return [label, metric_text(metric), "" if metric.n is None else str(metric.n)]
+    return [label, fmt_metric(metric, interval=True), "" if metric.n is None else str(metric.n)]
 
 
 def results_table(results: ResultsFile) -> str:

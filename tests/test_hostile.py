@@ -375,7 +375,7 @@ def test_a_task_that_computes_no_metrics_is_skipped_with_its_reason():
         def run(self, model, data, config, context):
             return TaskResult(metrics=[], counts={"texts": 3}, no_metrics_reason=self.reason)
 
-    lm = SimpleNamespace(dtype="float32", identity=ID_A, kind=ModelKind.CAUSAL_LM)
+    lm = SimpleNamespace(dtype="float32", identity=ID_A, kind=ModelKind.CAUSAL_LM, name="fake-lm")
     options = EvaluateOptions(use_cache=False)
     task = Empty()
     entry, samples = run_task(task, lm, None, TaskConfig(), RunContext(), options)

@@ -158,7 +158,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
             written.append(path)
             after.append(results)
     removed = remove_superseded(submissions, written)
-    write_board(submissions, board)
+    write_board(submissions, board, board.parent / "site")
+    stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
     replaced = [before[key] for key in (model_key(r) for r in after) if key in before]
     versions = {name: task.VERSION for name, task in registry.items()}
     return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after), readings(after)),
