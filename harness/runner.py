@@ -228,13 +228,15 @@ def model_info(lm: models.LoadedModel) -> ModelInfo:
 
 
 def same_numbers(old: ResultsFile, new: ResultsFile) -> bool:
-    """True when two results files record the same model and the same numbers for the same tasks:
-    everything but when and where they ran (created_at, git commit, wall times, task info, and the
-    model's `source`: the path it was loaded from, which differs by machine while its identity does not)."""
+    """True when two results files record the same model and the same numbers for the same tasks,
+    shown the same way (headline and summary, which the board reads): everything but when and where
+    they ran (created_at, git commit, wall times, task info, and the model's `source`: the path it
+    was loaded from, which differs by machine while its identity does not)."""
     def numbers(results: ResultsFile) -> list:
         return [results.model.model_dump(exclude={"source"}), results.run.model_dump()] + [
             entry.model_dump(include={"name", "version", "status", "skip_reason", "config", "config_hash", "seed",
-                                      "metrics", "counts", "item_scores"}) for entry in results.tasks]
+                                      "metrics", "counts", "item_scores", "headline", "summary"})
+            for entry in results.tasks]
     return numbers(old) == numbers(new)
 
 

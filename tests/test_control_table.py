@@ -129,20 +129,22 @@ def test_an_unsafe_recipe_digest_is_not_a_key(tiny_lm, tmp_path):
     assert board_key(forged) == model.identity
 
 
-@pytest.mark.parametrize("tamper", [False, True])
+@pytest.mark.parametrize("tamper", [False, True, "summary"])
 def test_a_rerun_with_the_same_numbers_leaves_the_file_alone(tiny_lm, tmp_path, tamper):
     options = EvaluateOptions(output_path=tmp_path, limit=4, keep_unchanged=True)
     path = evaluate(ModelSpec(str(tiny_lm)), select("weat"), WEAT, options)
     data = json.loads(path.read_text())
     data["created_at"] = "2020-01-01T00:00:00Z"
     data["model"]["source"] = "/another/machine/tiny-gpt2"  # where it was loaded from: not a number
-    if tamper:  # a number that the re-run will not reproduce
+    if tamper is True:  # a number that the re-run will not reproduce
         data["tasks"][0]["metrics"][0]["value"] = 123.0
+    if tamper == "summary":  # a file from before the task named its key metrics: the board would miss them
+        data["tasks"][0]["summary"] = []
     path.write_text(json.dumps(data))
     evaluate(ModelSpec(str(tiny_lm)), select("weat"), WEAT, options)
     kept = json.loads(path.read_text())
-    assert (kept["created_at"] == "2020-01-01T00:00:00Z") is not tamper  # rewritten only when a number changed
-    assert kept["tasks"][0]["metrics"][0]["value"] != 123.0
+    assert (kept["created_at"] == "2020-01-01T00:00:00Z") is not bool(tamper)  # rewritten only when something changed
+    assert kept["tasks"][0]["metrics"][0]["value"] != 123.0 and kept["tasks"][0]["summary"]
 
 
 def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_path):
