@@ -58,7 +58,7 @@ class NerPromptMemorization(Task):
                Headline(metric="m_mem", tags={"strategy": "opt_worst"}, label="worst-prompt test M-MEM",
                         better="lower"),
                Headline(metric="m_mem", tags={"strategy": "no_prompt"}, label="no-prompt M-MEM", better="lower"),
-               Headline(metric="prompt_m_mem_iqr", tags={"split": "test"}, label="IQR over prompts",
+               Headline(metric="m_mem", tags={"strategy": "ept_weighted"}, label="weighted-ensemble M-MEM",
                         better="lower"))
     Config = NerConfig
 
