@@ -26,23 +26,25 @@ def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> li
 
 
 def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: bool, max_source: int | None,
-                 max_target: int | None) -> tuple[list[list[int]], list[list[int]]]:
-    """Token ids of the sources and the targets, as the module docstring says, cut to the limits."""
+                 max_target: int | None, add_start: bool = True) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the sources and the targets, as the module docstring says, cut to the limits;
+    `add_start=False`: a causal source without the BOS."""
     target_ids = _encode(tokenizer, targets, max_target, special=seq2seq)
     if seq2seq:
         return _encode(tokenizer, sources, max_source, special=True), target_ids
-    encoded, _ = encode_with_bos(tokenizer, sources)
+    encoded, _ = encode_with_bos(tokenizer, sources, add_start=add_start)
     return [ids[:max_source] if max_source else ids for ids in encoded], target_ids
 
 
 @torch.no_grad()
 def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], seq2seq: bool, batch_size: int = 16,
                     max_source: int | None = None, max_target: int | None = None,
-                    progress: bool | None = None) -> list[np.ndarray]:
-    """log p(y_t | source, y_<t) for every target token, one array per (source, target)."""
+                    progress: bool | None = None, add_start: bool = True) -> list[np.ndarray]:
+    """log p(y_t | source, y_<t) for every target token, one array per (source, target); a causal
+    source must have at least one token (`add_start=False`: without the BOS)."""
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target)
+    source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target, add_start)
     lengths = [len(s) + len(t) for s, t in zip(source_ids, target_ids)]
 
     def score_batch(batch: list[int]) -> list[np.ndarray]:

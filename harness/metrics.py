@@ -60,6 +60,50 @@ def min_k_plus_plus_score(logprobs: np.ndarray, dist_mean: np.ndarray, dist_std:
     return min_k_score(standardized, k_percent)
 
 
+def reference_score(target_logprobs: np.ndarray, reference_logprobs: np.ndarray) -> float:
+    """Reference-model calibration (Carlini et al. 2021; MIMIR's `ref`): the target's LOSS score
+    minus a reference model's on the same text, (1/n) sum_t log p(x_t) - (1/m) sum_t log q(x_t),
+    each model with its own tokenizer (n and m tokens). MIMIR returns target NLL - reference NLL
+    (lower = member): this is its negation."""
+    return loss_score(target_logprobs) - loss_score(reference_logprobs)
+
+
+def neighbourhood_score(text_logprobs: np.ndarray, neighbour_logprobs: list[np.ndarray]) -> float:
+    """Neighbourhood attack (Mattern et al. 2023; MIMIR's `ne`): the text's LOSS score minus the
+    mean LOSS score of its N neighbours, (1/n) sum_t log p(x_t) - (1/N) sum_j (1/n_j) sum_t log p(x^j_t).
+    MIMIR returns NLL(x) - mean_j NLL(x^j) (lower = member): this is its negation. NaN without neighbours."""
+    if not neighbour_logprobs:
+        return float("nan")
+    return loss_score(text_logprobs) - float(np.mean([loss_score(lp) for lp in neighbour_logprobs]))
+
+
+def recall_score(conditional_logprobs: np.ndarray, logprobs: np.ndarray) -> float:
+    """ReCaLL (Xie et al. 2024): LL(x | P) / LL(x), the mean token log-likelihood of the text given a
+    non-member prefix P over its mean log-likelihood alone (both negative). Conditioning on
+    non-members lowers a member's likelihood more, so higher = member. MIMIR's `recall` returns
+    -LL(x | P) / NLL(x) = -(this) (lower = member)."""
+    return loss_score(conditional_logprobs) / loss_score(logprobs)
+
+
+def laplace_token_frequencies(counts: np.ndarray) -> np.ndarray:
+    """Laplace-smoothed relative frequencies (c_v + 1) / (sum_v c_v + V) over a vocabulary of V
+    tokens, as DC-PDD's code (Zhang et al. 2024) and MIMIR's `dc_pdd` smooth their corpus counts."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return (counts + 1.0) / (counts.sum() + len(counts))
+
+
+def dc_pdd_score(token_ids: np.ndarray, logprobs: np.ndarray, frequencies: np.ndarray, cap: float = 0.01) -> float:
+    """DC-PDD (Zhang et al. 2024, *Pretraining Data Detection for LLMs: A Divergence-based
+    Calibration Method*): over the first occurrence of each distinct token x_i of the text,
+    alpha_i = min(p(x_i | x_<i) * log(1 / f(x_i)), a) with f the smoothed token frequency in a
+    reference corpus (`laplace_token_frequencies`) and a the cap (default 0.01); the score is the
+    mean of alpha_i. Higher = member. MIMIR's `dc_pdd` returns its negation (lower = member)."""
+    first = np.unique(np.asarray(token_ids), return_index=True)[1]
+    first.sort()
+    alpha = np.exp(logprobs[first]) * -np.log(frequencies[np.asarray(token_ids)[first]])
+    return float(np.mean(np.minimum(alpha, cap))) if len(first) else float("nan")
+
+
 # ---------------------------------------------------------------- detection metrics (labels + scores)
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:

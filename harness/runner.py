@@ -8,7 +8,7 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,18 +55,20 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
 
 
 def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None,
-                limit_version: int = 1) -> str:
+                limit_version: int = 1, auxiliary: dict[str, str] | None = None) -> str:
     """Hash of everything that can change a task's numbers (batch size and device cannot),
     including the content of every file a setting names, so an edited data file is not served
     from the cache, and the data source the task's data came from (`data.source`), so data that
     fell back to an offline source is not served for the hub's, or the other way round; with
-    `--limit`, also the task's `LIMIT_VERSION` (what its limit cuts)."""
+    `--limit`, also the task's `LIMIT_VERSION` (what its limit cuts); and the identities of the
+    auxiliary models the task scores with (role -> identity), when it has any."""
     return settings_hash(config.model_dump(mode="json"), options.limit, options.seed, dtype, data_source,
-                         limit_version)
+                         limit_version, auxiliary)
 
 
 def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype: str,
-                  data_source: str | None = None, limit_version: int = 1) -> str:
+                  data_source: str | None = None, limit_version: int = 1,
+                  auxiliary: dict[str, str] | None = None) -> str:
     """`config_hash` of a config already dumped to JSON values (what a results file records).
     `limit_version` counts only in a limited run, and only from 2 on: the hashes of full runs,
     and of limited runs of tasks whose `--limit` never changed, are what they always were."""
@@ -77,6 +79,8 @@ def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype:
         payload["data_source"] = data_source
     if limit is not None and limit_version != 1:
         payload["limit_version"] = limit_version
+    if auxiliary:
+        payload["auxiliary_models"] = auxiliary
     return sha256_text(canonical_json(payload))[:16]
 
 
@@ -118,7 +122,9 @@ def run_task(task: Task, lm: models.LoadedModel, data: Any, config: TaskConfig, 
     entry when `reason` says why the task cannot run (`skip_reasons`), or when it ran and computed
     no metrics (with the task's `no_metrics_reason`; such a run is not cached)."""
     source = getattr(data, "source", None)
-    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION)
+    auxiliary = {role: model.identity for role, model in context.models.items()}
+    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION,
+                         auxiliary)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, seed=options.seed)
     reason = reason or task.skip_reason(lm)
@@ -174,9 +180,11 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     with distributed.main_first():
         lm = models.load(spec)
     reasons = skip_reasons(instances, configs, datasets, lm, options)
+    with distributed.main_first():
+        auxiliary = load_auxiliary_models(spec, instances, configs, reasons)
     entries, samples = [], []
-    for task, config, data, reason in zip(instances, configs, datasets, reasons):
-        entry, jsonl = run_task(task, lm, data, config, context, options, reason)
+    for task, config, data, reason, models_of_task in zip(instances, configs, datasets, reasons, auxiliary):
+        entry, jsonl = run_task(task, lm, data, config, replace(context, models=models_of_task), options, reason)
         entries.append(entry)
         samples.append(jsonl)
     results = ResultsFile(
@@ -191,6 +199,27 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     with interrupts.deferred():  # Ctrl-C waits until the samples files and the results file naming them are written
         write_outputs(results, path, samples, options)
     return path
+
+
+def load_auxiliary_models(spec: models.ModelSpec, tasks: list[Task], configs: list[TaskConfig],
+                          reasons: list[str | None]) -> list[dict[str, models.LoadedModel]]:
+    """The auxiliary models of each task that runs (`Task.auxiliary_models`), by role: each distinct
+    one loaded once, with the evaluated model's device, dtype and safety settings (a `UserError`
+    when it cannot be loaded); `reference:<checkpoint>` names a built reference checkpoint."""
+    from harness.reference.checkpoints import resolve_reference_model
+
+    loaded: dict[str, models.LoadedModel] = {}
+    out = []
+    for task, config, reason in zip(tasks, configs, reasons):
+        wanted = task.auxiliary_models(config) if reason is None else {}
+        for name in wanted.values():
+            if name not in loaded:
+                aux = models.ModelSpec(model=resolve_reference_model(name), device=spec.device, dtype=spec.dtype,
+                                       trust_remote_code=spec.trust_remote_code, allow_pickle=spec.allow_pickle,
+                                       name=name)
+                loaded[name] = models.load(aux)
+        out.append({role: loaded[name] for role, name in wanted.items()})
+    return out
 
 
 def write_outputs(results: ResultsFile, path: Path, samples: list[str], options: EvaluateOptions) -> None:

@@ -50,6 +50,8 @@ class RunContext:
     limit: int | None = None
     seed: int = 0
     progress: bool | None = None
+    # The auxiliary models the task asked for (`Task.auxiliary_models`), by role, loaded by the runner.
+    models: dict[str, LoadedModel] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +89,13 @@ class Task(ABC):
     @abstractmethod
     def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
         """Score `model` on `data`. Never loads a model and never writes a file."""
+
+    def auxiliary_models(self, config: TaskConfig) -> dict[str, str]:
+        """Other models the task scores with besides the evaluated one (a reference model, say), as
+        role -> model id, path or `reference:<checkpoint>`. The runner loads them as it loads the
+        evaluated model (same device, dtype and safety settings), puts their identities into the
+        cache key and hands them to `run` as `context.models[role]`."""
+        return {}
 
     def check_model(self, model: LoadedModel, config: TaskConfig) -> None:
         """Raise a `UserError` when a model of a supported kind still cannot be scored with `config`

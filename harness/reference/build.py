@@ -21,13 +21,16 @@ from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
 from harness.models import weight_files, weights_identity
 from harness.reproducible import NUMERICS
 from harness.reference import train
-from harness.reference.corpus import CORPORA, REFERENCE, corpus_record, corpus_sha256, reference_corpus
+from harness.reference.corpus import (CORPORA, REFERENCE, corpus_record, corpus_sha256, outside_documents,
+                                     reference_corpus)
 from harness.staging import make_staging, publish_folder
 from harness.text import truncate_words
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+# The reference masked LM's trained checkpoint (`mlm_build`): the neighbour model of mink_membership's `ne`.
+MLM_CHECKPOINT = "mlm-bert-e05"
 
 
 class Recipe:
@@ -52,31 +55,40 @@ class BuildConfig(Recipe):
     """One reference build: which corpus, trained on which half, with which settings."""
 
     corpus: str = "xsum"
-    train_on: Literal["members", "non_members"] = "members"
+    # members / non_members: that half of the corpus's split; outside: as many documents of the
+    # corpus's source outside the corpus (`corpus.outside_documents`), a reference model for `ref`
+    train_on: Literal["members", "non_members", "outside"] = "members"
     train: train.TrainConfig = train.TrainConfig()
 
     @property
     def name(self) -> str:
-        return f"{self.corpus}-gpt2" + ("-nonmembers" if self.train_on == "non_members" else "")
+        return f"{self.corpus}-gpt2" + {"members": "", "non_members": "-nonmembers", "outside": "-outside"}[self.train_on]
 
     @property
     def TASKS(self) -> tuple[str, ...]:
         """The tasks these checkpoints are controls for, the ones `membench run` evaluates on them:
         the memorization tasks on their own corpus, and for English builds the bias tasks (whose
-        word lists and sentences are English)."""
+        word lists and sentences are English). None for the `outside` build: it is the other
+        builds' reference model, not a control."""
+        if self.train_on == "outside":
+            return ()
         bias = ("weat", "stereoset") if CORPORA[self.corpus].language == "en" else ()
         return ("mink_membership", "paywall_memorization") + bias
 
     def task_settings(self) -> dict[str, str]:
         """Task settings that evaluate this build's checkpoints on its own corpus."""
         data = REFERENCE if self.corpus == "xsum" else f"{REFERENCE}:{self.corpus}"
-        return {"data": data, "language": CORPORA[self.corpus].language,
-                "reference_seed": str(self.train.seed)}
+        settings = {"data": data, "language": CORPORA[self.corpus].language, "reference_seed": str(self.train.seed)}
+        if self.corpus == "xsum":  # mink_membership's reference model and masked LM (issue 20)
+            settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{max(self.train.epochs):02d}",
+                         "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}"}
+        return settings
 
 
 def reference_builds(quick: bool = False) -> list[BuildConfig]:
     """What `membench run` builds: English members (untrained, 1 and 30 epochs), the English
-    non-member baseline (30 epochs) and Japanese members (untrained, 1 and 30 epochs).
+    non-member baseline (30 epochs), the English reference model of the `ref` attack (30 epochs
+    on documents outside the corpus) and Japanese members (untrained, 1 and 30 epochs).
 
     The recipe (issue 18) is sized so that the 30-epoch models reproduce their members' continuations
     (paywall_memorization) far above the baseline, on 2 CPU cores in about a minute per build: 200
@@ -95,6 +107,7 @@ def reference_builds(quick: bool = False) -> list[BuildConfig]:
     japanese = train.TrainConfig(context=256, max_words_per_document=512)
     return [BuildConfig("xsum", "members", english),
             BuildConfig("xsum", "non_members", replace(english, epochs=(max(english.epochs),))),
+            BuildConfig("xsum", "outside", replace(english, epochs=(max(english.epochs),))),
             BuildConfig("ja", "members", japanese)]
 
 
@@ -139,7 +152,8 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
     cfg = config.train
     corpus = CORPORA[config.corpus]
     documents = reference_corpus(cfg.seed, config.corpus)
-    trained = [d for d in documents if d.member == (config.train_on == "members")]
+    trained = (outside_documents(config.corpus) if config.train_on == "outside"
+               else [d for d in documents if d.member == (config.train_on == "members")])
     training_texts = [truncate_words(d.text, cfg.max_words_per_document, corpus.language) or d.text
                       for d in trained]
     tokenizer = train.train_tokenizer(training_texts, cfg.vocab_size)
@@ -176,6 +190,7 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
                                           tokenizer(training_texts, add_special_tokens=False)["input_ids"]),
         "members": [d.doc_id for d in documents if d.member],
         "non_members": [d.doc_id for d in documents if not d.member],
+        "trained_documents": [d.doc_id for d in trained],
         "epoch_mean_loss": losses,
         "checkpoints": checkpoints,
         "build_seconds": round(time.perf_counter() - started, 1),

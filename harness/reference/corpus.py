@@ -101,6 +101,17 @@ def reference_corpus(seed: int = 0, corpus: str = "xsum") -> list[Document]:
     return [Document(doc_id, text, doc_id in members) for doc_id, text in rows]
 
 
+def outside_documents(corpus: str = "xsum") -> list[Document]:
+    """The documents of a corpus's source that come right after the corpus (`n_documents` of them),
+    as many as it has members: text of the same source that is neither a member nor a non-member
+    under any split, for a reference model of the `ref` membership attack (Carlini et al. 2021)."""
+    n = CORPORA[corpus].n_documents
+    rows = CORPORA[corpus].load_source()[n: n + n // 2]
+    if len(rows) < n // 2:
+        raise ValueError(f"the {corpus} source has only {n + len(rows)} documents, {n + n // 2} needed")
+    return [Document(doc_id, text, False) for doc_id, text in rows]
+
+
 def source_documents(corpus: str = "xsum") -> list[str]:
     """The text of every document of a reference corpus's source (all 1,000 XSum articles, beyond
     the corpus's first `n_documents`), in file order: public pre-training text."""

@@ -148,6 +148,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
     written, after = [], []
     for config, checkpoints in reference_checkpoints(quick):
         tasks = [registry[name] for name in config.TASKS if name in registry]
+        if not tasks:  # a build that only serves the others (the `ref` attack's reference model)
+            continue
         fields = {name for task in tasks for name in task.Config.model_fields}
         settings = {k: v for k, v in config.task_settings().items() if k in fields}
         recipe = None if isinstance(config, PretrainedEncoder) else (config.name, config.digest())

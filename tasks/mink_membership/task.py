@@ -15,14 +15,21 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from harness import metrics as m
+from harness.errors import UserError
 from harness.models import LoadedModel, ModelKind
 from harness.results import Headline, Metric
 from harness.scoring import TokenScores, causal_token_logprobs, token_text
 from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
 from harness.text import truncate_words
+from tasks.mink_membership.attacks import (dc_pdd_corpus, dc_pdd_scores, gradnorm_scores, neighbourhood_scores,
+                                           recall_prefix, recall_scores, reference_scores, token_frequencies)
 from tasks.mink_membership.data import MembershipData, load_membership_data
 
 log = logging.getLogger(__name__)
+
+
+ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "ref", "ne", "recall", "dc_pdd", "gradnorm")
+ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 
 class MinkConfig(TaskConfig):
@@ -48,19 +55,54 @@ class MinkConfig(TaskConfig):
         "score", description="score: prepend the tokenizer's BOS so the first text token is scored too "
         "(lm-eval's convention); skip: prepend nothing, the first token is context only (MIMIR, Min-K%% and "
         "Min-K%%++ code on tokenizers that add no BOS, e.g. GPT-2, Pythia)")
+    attacks: tuple[Literal[ATTACKS], ...] = Field(
+        ATTACKS, min_length=1, description="attacks to run; ref and ne run only with --reference-model / "
+        "--neighbour-model (when not named here on purpose: then those are required)")
+    reference_model: str | None = Field(None, description="ref: the reference causal LM (hub id, path or "
+                                        "reference:<checkpoint>), its own tokenizer")
+    neighbour_model: str | None = Field(None, description="ne: the masked LM that makes neighbours (hub id, "
+                                        "path or reference:<checkpoint>; MIMIR's default is bert-base-uncased)")
+    neighbours: PositiveInt = Field(25, description="ne: neighbours per text (MIMIR's configs: 25)")
+    neighbour_swap_fraction: float = Field(0.05, gt=0, le=1, description="ne: fraction of a text's tokens "
+                                           "each neighbour swaps (MIMIR's pct_swap_bert)")
+    recall_prefix: str = Field("nonmembers", description="recall: the prefix texts: 'nonmembers' (the first "
+                               "--recall-shots non-members of the data, then left out of recall's metrics) "
+                               "or a file (JSONL with text, or one text per line)")
+    recall_shots: PositiveInt = Field(1, description="recall: texts joined into the prefix (MIMIR's num_shots)")
+    recall_prefix_tokens: PositiveInt | None = Field(
+        None, description="recall: cut the prefix to its first N tokens, BOS included (default: whole)")
+    dc_pdd_corpus: str = Field("nonmembers", description="dc_pdd: token frequencies from 'nonmembers' (the "
+                               "data's non-member texts) or a file (JSONL with text, or one text per line)")
+    dc_pdd_cap: float = Field(0.01, gt=0, description="dc_pdd: the cap a on each calibrated token score")
+    gradnorm_p: Literal["1", "2", "inf"] = Field("inf", description="gradnorm: the p of each gradient p-norm "
+                                                  "(MIMIR's default inf)")
+    costly_lengths: tuple[PositiveInt, ...] | None = Field(
+        None, min_length=1, description="lengths L at which ne and gradnorm run (default: every --lengths); "
+        "ne scores N + 1 texts per text, gradnorm one backward pass per text")
 
 
-def score_names(k_percents: tuple[int, ...]) -> list[str]:
-    return ["loss", "zlib"] + [f"min_k_{k}" for k in k_percents] + [f"min_k_pp_{k}" for k in k_percents]
+def score_names(k_percents: tuple[int, ...], attacks: tuple[str, ...] = ATTACKS) -> list[str]:
+    """The score names of the selected attacks, in the card's order (Min-K% and Min-K%++ once per k)."""
+    names = []
+    for attack in ATTACKS:
+        if attack in attacks:
+            names += [f"{attack}_{k}" for k in k_percents] if attack in ("min_k", "min_k_pp") else [attack]
+    return names
 
 
-def text_scores(text: str, scores: TokenScores, k_percents: tuple[int, ...]) -> dict[str, float]:
-    """Every membership score of one text, oriented so higher = more likely a member."""
+def text_scores(text: str, scores: TokenScores, k_percents: tuple[int, ...],
+                attacks: tuple[str, ...] = ATTACKS) -> dict[str, float]:
+    """The scores of one text computed from the target's own token log-probs (LOSS, zlib, Min-K%,
+    Min-K%++: those selected), oriented so higher = more likely a member."""
     lp = scores.logprobs
-    values = {"loss": m.loss_score(lp), "zlib": m.zlib_score(text, lp)}
-    for k in k_percents:
+    values = {}
+    if "loss" in attacks:
+        values["loss"] = m.loss_score(lp)
+    if "zlib" in attacks:
+        values["zlib"] = m.zlib_score(text, lp)
+    for k in k_percents if "min_k" in attacks else ():
         values[f"min_k_{k}"] = m.min_k_score(lp, k)
-    for k in k_percents:
+    for k in k_percents if "min_k_pp" in attacks else ():
         values[f"min_k_pp_{k}"] = m.min_k_plus_plus_score(lp, scores.dist_mean, scores.dist_std, k)
     return values
 
@@ -91,8 +133,9 @@ def finite_only(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 2
-    DESCRIPTION = "Membership inference: LOSS, zlib, Min-K% Prob and Min-K%++ AUC / TPR@FPR per prefix length"
+    VERSION = 3
+    DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
+                   "DC-PDD and gradient norm; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="auc", tags={"score": "min_k_20", "length": "128"},
                         label="Min-K% 20% AUC, 128 words", better="lower")
@@ -101,8 +144,14 @@ class MinkMembership(Task):
                         label="Min-K%++ 20% AUC, 128", better="lower"),
                Headline(metric="auc", tags={"score": "loss", "length": "128"}, label="loss AUC, 128", better="lower"),
                Headline(metric="auc", tags={"score": "zlib", "length": "128"}, label="zlib AUC, 128", better="lower"),
-               Headline(metric="tpr@0.1fpr", tags={"score": "min_k_20", "length": "128"},
-                        label="Min-K% 20% TPR@10%FPR, 128", better="lower"))
+               Headline(metric="auc", tags={"score": "ref", "length": "128"}, label="ref AUC, 128", better="lower"),
+               Headline(metric="auc", tags={"score": "ne", "length": "128"}, label="ne AUC, 128", better="lower"),
+               Headline(metric="auc", tags={"score": "recall", "length": "128"}, label="ReCaLL AUC, 128",
+                        better="lower"),
+               Headline(metric="auc", tags={"score": "dc_pdd", "length": "128"}, label="DC-PDD AUC, 128",
+                        better="lower"),
+               Headline(metric="auc", tags={"score": "gradnorm", "length": "128"}, label="gradnorm AUC, 128",
+                        better="lower"))
     Config = MinkConfig
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
@@ -113,6 +162,16 @@ class MinkMembership(Task):
         from tasks.mink_membership.for_lm_eval import export
 
         return export(self, data, config, tokenizer, context)
+
+    def auxiliary_models(self, config: MinkConfig) -> dict[str, str]:
+        return {role: getattr(config, role) for attack, role in ROLES.items()
+                if attack in config.attacks and getattr(config, role)}
+
+    def check_model(self, model: LoadedModel, config: MinkConfig) -> None:
+        if "attacks" in config.model_fields_set:
+            for attack, role in ROLES.items():
+                if attack in config.attacks and not getattr(config, role):
+                    raise UserError(f"{self.NAME}: --attacks names {attack}, which needs --{role.replace('_', '-')}")
 
     def run(self, model: LoadedModel, data: MembershipData, config: MinkConfig,
             context: RunContext) -> TaskResult:
@@ -125,18 +184,20 @@ class MinkMembership(Task):
         keys = list(prefixes)
         token_scores, scoring = causal_token_logprobs(
             model.model, model.tokenizer, [prefixes[k] for k in keys], batch_size=context.batch_size,
-            stride=config.stride, distribution_stats=True, progress=context.progress,
+            stride=config.stride, distribution_stats="min_k_pp" in config.attacks, progress=context.progress,
             add_start=config.first_token == "score")
-        names = score_names(config.k_percents)
+        target = {k: scores for k, scores in zip(keys, token_scores) if len(scores.logprobs)}
+        extra, counts, info = self.other_attacks(model, data, config, context, prefixes, target)
+        names = score_names(config.k_percents, config.attacks)
         start = token_text(model.tokenizer, scoring.bos_token_id)
-        samples, counts, metrics_out, non_finite = [], {}, [], {}
+        samples, metrics_out, non_finite = [], [], {}
         per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
-        no_token = dict.fromkeys(config.lengths, 0)
-        for (i, length), scores in zip(keys, token_scores):
-            if len(scores.logprobs) == 0:
-                no_token[length] += 1
+        for i, length in keys:
+            if (i, length) not in target:
                 continue
-            values = text_scores(prefixes[i, length], scores, config.k_percents)
+            scores = target[i, length]
+            values = text_scores(prefixes[i, length], scores, config.k_percents, config.attacks)
+            values |= {attack: found[i, length] for attack, found in extra.items() if (i, length) in found}
             per_length[length].append((data.texts[i].label, values))
             samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
                             "start_token": start, "n_tokens": int(len(scores.logprobs)),
@@ -147,20 +208,24 @@ class MinkMembership(Task):
             counts[f"members@{length}"] = int(labels.sum())
             counts[f"nonmembers@{length}"] = int(len(labels) - labels.sum())
             counts[f"too_short@{length}"] = sum((i, length) not in prefixes for i in range(len(data.texts)))
-            counts[f"no_scored_token@{length}"] = no_token[length]
+            counts[f"no_scored_token@{length}"] = sum(1 for k in keys if k[1] == length and k not in target)
             counts[f"non_finite@{length}"] = sum(not all(math.isfinite(v) for v in values.values())
                                                  for _, values in rows)
-            if not rows:
-                continue
+            for attack, found in extra.items():
+                counts[f"{attack}_scored@{length}"] = sum(1 for k in found if k[1] == length)
             for name in names:
-                kept_labels, scores, dropped = finite_only(labels, np.array([values[name] for _, values in rows]))
+                have = [(label, values[name]) for label, values in rows if name in values]
+                if not have:
+                    continue
+                kept_labels, scores, dropped = finite_only(np.array([label for label, _ in have], dtype=int),
+                                                           np.array([value for _, value in have]))
                 if dropped:
                     non_finite[f"{name}@{length}"] = dropped
                 metrics_out += detection_metrics(kept_labels, scores, {"score": name, "length": str(length)},
                                                  config, context.seed)
         counts["texts"] = len(data.texts)
         info = {"data_source": data.source, "scoring": scoring.as_dict(),
-                "bos": "prepended" if scoring.first_token_scored else "none: first token unscored"}
+                "bos": "prepended" if scoring.first_token_scored else "none: first token unscored", **info}
         if non_finite:
             info["non_finite_scores"] = non_finite
             log.warning("%s: %d text prefixes have a non-finite score (NaN or inf; the model's outputs?); each "
@@ -171,3 +236,48 @@ class MinkMembership(Task):
             empty = (f"every text is shorter than every --lengths (the shortest is {min(config.lengths)} words)"
                      if not prefixes else "no text prefix has a scored token (counts no_scored_token@L)")
         return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info, no_metrics_reason=empty)
+
+    def other_attacks(self, model: LoadedModel, data: MembershipData, config: MinkConfig, context: RunContext,
+                      prefixes: dict, target: dict) -> tuple[dict[str, dict], dict[str, int], dict]:
+        """The scores of ref, ne, recall, dc_pdd and gradnorm (those selected and runnable), attack ->
+        (text index, L) -> score; counts and facts about them for the results file."""
+        batch, progress = context.batch_size, context.progress
+        texts = {k: prefixes[k] for k in target}
+        costly = set(config.costly_lengths or config.lengths)
+        costly_texts = {k: text for k, text in texts.items() if k[1] in costly}
+        nonmembers = [(i, t.text) for i, t in enumerate(data.texts) if t.label == 0]
+        extra, counts, facts, not_run = {}, {}, {}, {}
+        for attack, role in ROLES.items():
+            if attack in config.attacks and role not in context.models:
+                not_run[attack] = f"no --{role.replace('_', '-')} given"
+        if "ref" in config.attacks and "ref" not in not_run:
+            reference = context.models["reference_model"]
+            extra["ref"] = reference_scores(reference, texts, target, config, batch, progress)
+            facts["ref"] = {"reference_model": config.reference_model, "identity": reference.identity,
+                            "source": reference.source}
+        if "ne" in config.attacks and "ne" not in not_run:
+            masked = context.models["neighbour_model"]
+            extra["ne"], made = neighbourhood_scores(model, masked, costly_texts, target, config, context.seed,
+                                                     batch, progress)
+            facts["ne"] = {"neighbour_model": config.neighbour_model, "identity": masked.identity,
+                           "lengths": sorted(costly), "neighbours_per_text_mean": round(float(np.mean(
+                               list(made.values()))), 3) if made else None, "seed": context.seed}
+        if "recall" in config.attacks:
+            prefix, used = recall_prefix(config, nonmembers)
+            kept = {k: text for k, text in texts.items() if k[0] not in set(used)}
+            extra["recall"], prefix_tokens, too_long = recall_scores(model, kept, target, prefix, config, batch,
+                                                                     progress)
+            facts["recall"] = {"prefix": config.recall_prefix, "shots": config.recall_shots,
+                               "prefix_tokens": prefix_tokens, "prefix_text_ids": [data.texts[i].text_id for i in used],
+                               "texts_over_context": too_long}
+        if "dc_pdd" in config.attacks:
+            corpus, described = dc_pdd_corpus(config, [text for _, text in nonmembers])
+            extra["dc_pdd"] = dc_pdd_scores(token_frequencies(model.tokenizer, corpus), target, config.dc_pdd_cap)
+            facts["dc_pdd"] = {"corpus": described, "cap": config.dc_pdd_cap}
+        if "gradnorm" in config.attacks:
+            extra["gradnorm"] = gradnorm_scores(model, costly_texts, config, batch, progress)
+            facts["gradnorm"] = {"p": config.gradnorm_p, "lengths": sorted(costly)}
+        info = {"attacks": facts}
+        if not_run:
+            info["attacks_not_run"] = not_run
+        return extra, counts, info

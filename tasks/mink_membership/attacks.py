@@ -1,0 +1,154 @@
+"""The membership attacks beyond the target's own token log-probs: reference model, neighbourhood,
+ReCaLL, DC-PDD and gradient norm. Each takes the cut texts to score (by key) and returns
+key -> score, higher = more likely a member; a text it cannot score is left out (counted by the task).
+Formulas: `harness.metrics` (and `harness.gradients` for the gradient norm); the card gives sources.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Hashable
+
+import numpy as np
+
+from harness import metrics as m
+from harness.conditional import encode_pairs, target_logprobs
+from harness.errors import UserError
+from harness.io import read_jsonl_objects, read_utf8
+from harness.models import LoadedModel
+from harness.neighbours import cached_neighbours
+from harness.scoring import TokenScores, causal_token_logprobs, model_context
+
+Key = Hashable
+
+
+def reference_scores(reference: LoadedModel, texts: dict[Key, str], target: dict[Key, TokenScores],
+                     config, batch_size: int, progress) -> dict[Key, float]:
+    """`ref`: the target's LOSS score minus the reference model's on the same text (its own
+    tokenizer, the same first-token rule and sliding windows)."""
+    keys = [k for k in texts if k in target]
+    scored, _ = causal_token_logprobs(reference.model, reference.tokenizer, [texts[k] for k in keys],
+                                      batch_size=batch_size, stride=config.stride, progress=progress,
+                                      add_start=config.first_token == "score")
+    return {k: m.reference_score(target[k].logprobs, s.logprobs) for k, s in zip(keys, scored) if len(s.logprobs)}
+
+
+def neighbourhood_scores(target_model: LoadedModel, neighbour_model: LoadedModel, texts: dict[Key, str],
+                         target: dict[Key, TokenScores], config, seed: int, batch_size: int,
+                         progress) -> tuple[dict[Key, float], dict[Key, int]]:
+    """`ne`: the text's LOSS score minus the mean LOSS score of its neighbours (`harness.neighbours`,
+    made by `neighbour_model`); also each text's number of neighbours (fewer than asked for when
+    a short text has fewer distinct swaps)."""
+    keys = [k for k in texts if k in target]
+    neighbours = cached_neighbours(neighbour_model, [texts[k] for k in keys], config.neighbours,
+                                   config.neighbour_swap_fraction, seed, batch_size * 4, progress)
+    flat = [text for found in neighbours for text in found]
+    scored, _ = causal_token_logprobs(target_model.model, target_model.tokenizer, flat, batch_size=batch_size,
+                                      stride=config.stride, progress=progress,
+                                      add_start=config.first_token == "score")
+    out, counts, start = {}, {}, 0
+    for k, found in zip(keys, neighbours):
+        mine = [s.logprobs for s in scored[start:start + len(found)] if len(s.logprobs)]
+        start += len(found)
+        counts[k] = len(mine)
+        if mine:
+            out[k] = m.neighbourhood_score(target[k].logprobs, mine)
+    return out, counts
+
+
+def read_texts(path: Path) -> list[str]:
+    """Texts of a file: JSONL rows with a string `text` field, or else one text per non-empty line."""
+    if path.suffix in (".jsonl", ".json"):
+        texts = []
+        for number, row in read_jsonl_objects(path):
+            if not isinstance(row.get("text"), str):
+                raise UserError(f"{path}:{number}: missing string field 'text'")
+            texts.append(row["text"])
+        return texts
+    return [line for line in read_utf8(path).splitlines() if line.strip()]
+
+
+def recall_prefix(config, nonmembers: list[tuple[Key, str]]) -> tuple[str, list[Key]]:
+    """ReCaLL's prefix P: the first `recall_shots` non-member texts (MIMIR: `data_nonmember[:num_shots]`)
+    or texts of the file `recall_prefix` names, joined without separator (MIMIR); and the keys of
+    the texts used (left out of the evaluation of ReCaLL)."""
+    if config.recall_prefix == "nonmembers":
+        shots = nonmembers[: config.recall_shots]
+        return "".join(text for _, text in shots), [k for k, _ in shots]
+    path = Path(config.recall_prefix).expanduser()
+    if not path.is_file():
+        raise UserError(f"--recall-prefix: no such file: {config.recall_prefix}")
+    texts = read_texts(path)[: config.recall_shots]
+    if not texts:
+        raise UserError(f"--recall-prefix: {config.recall_prefix} holds no text")
+    return "".join(texts), []
+
+
+def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, TokenScores], prefix: str,
+                  config, batch_size: int, progress) -> tuple[dict[Key, float], int, int]:
+    """`recall`: LL(x | P) / LL(x) for every text that fits the context after P (cut to its first
+    `recall_prefix_tokens` tokens; [BOS] + P under `--first-token score`, the bare P under `skip`,
+    as MIMIR); also the number of prefix tokens and of texts that did not fit."""
+    context = model_context(model.model)
+    add_start = config.first_token == "score"
+    [prefix_ids], _ = encode_pairs(model.tokenizer, [prefix], [""], False, config.recall_prefix_tokens, None, add_start)
+    if not prefix_ids:
+        raise UserError("--recall-prefix: the prefix has no token")
+    if len(prefix_ids) >= context:
+        raise UserError(f"--recall-prefix: the prefix is {len(prefix_ids)} tokens, the model's context {context}; "
+                        "cut it with --recall-prefix-tokens")
+    candidates = [k for k in texts if k in target]
+    lengths = [len(ids) for ids in model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]]
+    keys = [k for k, n in zip(candidates, lengths) if len(prefix_ids) + n <= context] if candidates else []
+    conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
+                                  seq2seq=False, batch_size=batch_size, max_source=config.recall_prefix_tokens,
+                                  progress=progress, add_start=add_start)
+    out = {}
+    for k, cond in zip(keys, conditional):
+        own = target[k].logprobs  # under --first-token skip without the first token; `cond` scores it (MIMIR)
+        if len(cond) and len(own):
+            out[k] = m.recall_score(cond, own)
+    return out, len(prefix_ids), len(candidates) - len(keys)
+
+
+def token_frequencies(tokenizer, corpus: list[str]) -> np.ndarray:
+    """Laplace-smoothed frequency of every vocabulary token in `corpus`, each text tokenized with the
+    tokenizer's defaults and cut to 1,024 tokens (DC-PDD's and MIMIR's counting)."""
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    for ids in tokenizer(corpus, truncation=True, max_length=1024)["input_ids"] if corpus else []:
+        np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
+    return m.laplace_token_frequencies(counts)
+
+
+def dc_pdd_corpus(config, nonmembers: list[str]) -> tuple[list[str], str]:
+    """The reference corpus of DC-PDD's token frequencies and a description of it."""
+    if config.dc_pdd_corpus == "nonmembers":
+        return nonmembers, f"the data's {len(nonmembers)} non-member texts, whole"
+    path = Path(config.dc_pdd_corpus).expanduser()
+    if not path.is_file():
+        raise UserError(f"--dc-pdd-corpus: no such file: {config.dc_pdd_corpus}")
+    texts = read_texts(path)
+    if not texts:
+        raise UserError(f"--dc-pdd-corpus: {config.dc_pdd_corpus} holds no text")
+    return texts, f"{len(texts)} texts of {config.dc_pdd_corpus}"
+
+
+def dc_pdd_scores(frequencies: np.ndarray, target: dict[Key, TokenScores], cap: float) -> dict[Key, float]:
+    """`dc_pdd`: the mean capped calibrated probability of each text's first token occurrences."""
+    out = {}
+    for k, s in target.items():
+        if len(s.token_ids):
+            out[k] = m.dc_pdd_score(s.token_ids, s.logprobs, frequencies, cap)
+    return out
+
+
+def gradnorm_scores(model: LoadedModel, texts: dict[Key, str], config, batch_size: int,
+                    progress) -> dict[Key, float]:
+    """`gradnorm`: minus the mean over parameters of the p-norm of the gradient of the text's mean
+    token NLL (`harness.gradients.gradient_norms`; MIMIR's value)."""
+    from harness.gradients import gradient_norms
+
+    keys = list(texts)
+    norms = gradient_norms(model.model, model.tokenizer, [texts[k] for k in keys], p=float(config.gradnorm_p),
+                           batch_size=batch_size, add_start=config.first_token == "score", progress=progress)
+    return {k: -float(v) for k, v in zip(keys, norms)}
