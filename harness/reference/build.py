@@ -78,7 +78,10 @@ class BuildConfig(Recipe):
     def task_settings(self) -> dict[str, str]:
         """Task settings that evaluate this build's checkpoints on its own corpus."""
         data = REFERENCE if self.corpus == "xsum" else f"{REFERENCE}:{self.corpus}"
-        settings = {"data": data, "language": CORPORA[self.corpus].language, "reference_seed": str(self.train.seed)}
+        settings = {"data": data, "language": CORPORA[self.corpus].language, "reference_seed": str(self.train.seed),
+                    # mink_membership: ne and gradnorm at the board's length only; DC-PDD's token
+                    # frequencies from text outside the split (the non-members would favour the members)
+                    "costly_lengths": "128", "dc_pdd_corpus": "outside"}
         if self.corpus == "xsum":  # mink_membership's reference model and masked LM (issue 20)
             settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{max(self.train.epochs):02d}",
                          "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}"}

@@ -17,6 +17,7 @@ from harness.errors import UserError
 from harness.io import read_jsonl_objects, read_utf8
 from harness.models import LoadedModel
 from harness.neighbours import cached_neighbours
+from harness.reference.corpus import corpus_of_data
 from harness.scoring import TokenScores, causal_token_logprobs, model_context
 
 Key = Hashable
@@ -124,6 +125,13 @@ def dc_pdd_corpus(config, nonmembers: list[str]) -> tuple[list[str], str]:
     """The reference corpus of DC-PDD's token frequencies and a description of it."""
     if config.dc_pdd_corpus == "nonmembers":
         return nonmembers, f"the data's {len(nonmembers)} non-member texts, whole"
+    if config.dc_pdd_corpus == "outside":
+        corpus = corpus_of_data(config.data)
+        if corpus is None:
+            raise UserError("--dc-pdd-corpus outside: only with a reference corpus as --data (its source's "
+                            "documents beyond the corpus); give a file instead")
+        texts = [text for _, text in corpus.load_source()[corpus.n_documents:]]
+        return texts, f"the {len(texts)} documents of the {corpus.name} source beyond its first {corpus.n_documents}"
     path = Path(config.dc_pdd_corpus).expanduser()
     if not path.is_file():
         raise UserError(f"--dc-pdd-corpus: no such file: {config.dc_pdd_corpus}")

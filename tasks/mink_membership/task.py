@@ -72,7 +72,9 @@ class MinkConfig(TaskConfig):
     recall_prefix_tokens: PositiveInt | None = Field(
         None, description="recall: cut the prefix to its first N tokens, BOS included (default: whole)")
     dc_pdd_corpus: str = Field("nonmembers", description="dc_pdd: token frequencies from 'nonmembers' (the "
-                               "data's non-member texts) or a file (JSONL with text, or one text per line)")
+                               "data's non-member texts), 'outside' (with a reference corpus as --data: its "
+                               "source's documents beyond the corpus) or a file (JSONL with text, or one text "
+                               "per line)")
     dc_pdd_cap: float = Field(0.01, gt=0, description="dc_pdd: the cap a on each calibrated token score")
     gradnorm_p: Literal["1", "2", "inf"] = Field("inf", description="gradnorm: the p of each gradient p-norm "
                                                   "(MIMIR's default inf)")
