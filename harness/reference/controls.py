@@ -98,6 +98,9 @@ def tags_of(**tags: str) -> Tags:
     return tuple(sorted(tags.items()))
 
 
+# mink_membership's attacks beyond the token log-probs (issue 20) on each corpus's reference models
+# (the Japanese ones have no reference model or masked LM of their language: no ref, no ne)
+MINK_ATTACKS = (("xsum", ("ref", "ne", "recall", "dc_pdd", "gradnorm")), ("ja", ("recall", "dc_pdd", "gradnorm")))
 MEMBERS, NON_MEMBERS = tags_of(group="members", bin="all"), tags_of(group="non_members", bin="all")
 EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("mink_membership", "xsum-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
@@ -108,6 +111,12 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("mink_membership", "ja-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
     Expectation("mink_membership", "ja-gpt2-e30", ">", "ja-gpt2-e01", why="more epochs, more membership signal"),
     Expectation("mink_membership", "ja-gpt2-e00", "near", 0.5, 0.1, why="untrained: chance"),
+    *(Expectation("mink_membership", f"{corpus}-gpt2-e30", ">=", 0.7, metric="auc", tags=tags_of(score=attack, length="128"),
+                  why=f"{attack}: 30 epochs, the members well above chance")
+      for corpus, attacks in MINK_ATTACKS for attack in attacks),
+    *(Expectation("mink_membership", f"{corpus}-gpt2-e00", "near", 0.5, 0.1, metric="auc",
+                  tags=tags_of(score=attack, length="128"), why=f"{attack}: untrained, chance")
+      for corpus, attacks in MINK_ATTACKS for attack in attacks),
     Expectation("paywall_memorization", "xsum-gpt2-e30", ">=", "xsum-gpt2-nonmembers-e30", margin=0.10,
                 why="member articles: the member model reproduces their continuations far better than the "
                     "non-member baseline (approximate memorization)"),
