@@ -181,6 +181,7 @@ def test_ref_and_recall_agree_with_mimir(models, skip_run):
     tok, ref_tok = target.tokenizer, reference.tokenizer
     prefix = TEXTS[0]  # the first non-member (label 0: even index), one shot
     assert entry.info["attacks"]["recall"]["prefix_text_ids"] == ["t0"]
+    assert entry.info["attacks"]["recall"]["prefix_tokens"] == 32
     checked = 0
     for sample in samples:
         text = " ".join(TEXTS[int(sample["id"][1:]) % 6].split()[: sample["length"]])
@@ -191,7 +192,8 @@ def test_ref_and_recall_agree_with_mimir(models, skip_run):
         if sample["id"] == "t0":
             assert "recall" not in scores
         elif "recall" in scores:
-            expected = mimir_conditional_ll(target.model, tok(prefix)["input_ids"], ids) / ll
+            # the prefix as membench cuts it by default: its first half-context (32) tokens
+            expected = mimir_conditional_ll(target.model, tok(prefix)["input_ids"][:32], ids) / ll
             assert scores["recall"] == pytest.approx(-expected, rel=1e-5)
             checked += 1
     assert checked >= 6

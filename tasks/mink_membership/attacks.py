@@ -70,11 +70,11 @@ def read_texts(path: Path) -> list[str]:
 
 
 def recall_prefix(config, nonmembers: list[tuple[Key, str]]) -> tuple[str, list[Key]]:
-    """ReCaLL's prefix P: the first `recall_shots` non-member texts (MIMIR: `data_nonmember[:num_shots]`)
+    """ReCaLL's prefix P: the first `recall_shots` non-blank non-member texts (MIMIR: `data_nonmember[:num_shots]`)
     or texts of the file `recall_prefix` names, joined without separator (MIMIR); and the keys of
     the texts used (left out of the evaluation of ReCaLL)."""
     if config.recall_prefix == "nonmembers":
-        shots = nonmembers[: config.recall_shots]
+        shots = [(k, text) for k, text in nonmembers if text.strip()][: config.recall_shots]
         return "".join(text for _, text in shots), [k for k, _ in shots]
     path = Path(config.recall_prefix).expanduser()
     if not path.is_file():
@@ -88,21 +88,21 @@ def recall_prefix(config, nonmembers: list[tuple[Key, str]]) -> tuple[str, list[
 def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, TokenScores], prefix: str,
                   config, batch_size: int, progress) -> tuple[dict[Key, float], int, int]:
     """`recall`: LL(x | P) / LL(x) for every text that fits the context after P (cut to its first
-    `recall_prefix_tokens` tokens; [BOS] + P under `--first-token score`, the bare P under `skip`,
+    `recall_prefix_tokens` tokens, by default half the context; [BOS] + P under `--first-token score`, the bare P under `skip`,
     as MIMIR); also the number of prefix tokens and of texts that did not fit."""
     context = model_context(model.model)
     add_start = config.first_token == "score"
-    [prefix_ids], _ = encode_pairs(model.tokenizer, [prefix], [""], False, config.recall_prefix_tokens, None, add_start)
+    cut = config.recall_prefix_tokens or context // 2
+    [prefix_ids], _ = encode_pairs(model.tokenizer, [prefix], [""], False, cut, None, add_start)
     if not prefix_ids:
         raise UserError("--recall-prefix: the prefix has no token")
     if len(prefix_ids) >= context:
-        raise UserError(f"--recall-prefix: the prefix is {len(prefix_ids)} tokens, the model's context {context}; "
-                        "cut it with --recall-prefix-tokens")
+        raise UserError(f"--recall-prefix-tokens {cut}: the prefix must leave room in the model's context of {context}")
     candidates = [k for k in texts if k in target]
     lengths = [len(ids) for ids in model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]]
     keys = [k for k, n in zip(candidates, lengths) if len(prefix_ids) + n <= context] if candidates else []
     conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
-                                  seq2seq=False, batch_size=batch_size, max_source=config.recall_prefix_tokens,
+                                  seq2seq=False, batch_size=batch_size, max_source=cut,
                                   progress=progress, add_start=add_start)
     out = {}
     for k, cond in zip(keys, conditional):

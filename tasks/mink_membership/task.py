@@ -70,7 +70,8 @@ class MinkConfig(TaskConfig):
                                "or a file (JSONL with text, or one text per line)")
     recall_shots: PositiveInt = Field(1, description="recall: texts joined into the prefix (MIMIR's num_shots)")
     recall_prefix_tokens: PositiveInt | None = Field(
-        None, description="recall: cut the prefix to its first N tokens, BOS included (default: whole)")
+        None, description="recall: cut the prefix to its first N tokens, BOS included (default: half the "
+        "model's context)")
     dc_pdd_corpus: str = Field("nonmembers", description="dc_pdd: token frequencies from 'nonmembers' (the "
                                "data's non-member texts), 'outside' (with a reference corpus as --data: its "
                                "source's documents beyond the corpus) or a file (JSONL with text, or one text "
