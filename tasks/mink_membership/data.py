@@ -28,11 +28,50 @@ class MembershipData:
     source: str
 
 
+# WikiMIA (Shi et al. 2024): one split per text length, columns `input` and `label`.
+WIKIMIA = "swj0419/WikiMIA"
+WIKIMIA_SPLITS = ("WikiMIA_length32", "WikiMIA_length64", "WikiMIA_length128", "WikiMIA_length256")
+# MIMIR (Duan et al. 2024): each row pairs a member text with a non-member text.
+PAIRED_COLUMNS = ("member", "nonmember")
+
+
+def rows_to_texts(rows: list[dict], columns: list[str], where: str, text_column: str | None, label_column: str,
+                  id_prefix: str = "") -> list[LabeledText]:
+    """Labelled texts of rows in either layout, told apart by the columns:
+    - labelled: a text column (`text_column`, else `text` or `input`) and `label_column` (1 = member);
+    - paired (MIMIR's): `member` and `nonmember`, one of each per row, ids `<row>/member`, `<row>/nonmember`.
+    A `UserError` naming the columns found when neither fits."""
+    text_column = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
+    if text_column in columns and label_column in columns:
+        out = []
+        for i, row in enumerate(rows):
+            text = row[text_column]
+            if not isinstance(text, str):
+                raise UserError(f"{where} row {i}: {text_column!r} is not a string")
+            row_id = str(row.get("id", i)) if "id" in columns else str(i)
+            out.append(LabeledText(id_prefix + row_id, text, membership_label(row[label_column], f"{where} row {i}")))
+        return out
+    if all(c in columns for c in PAIRED_COLUMNS):
+        out = []
+        for i, row in enumerate(rows):
+            for column, label in zip(PAIRED_COLUMNS, (1, 0)):
+                if not isinstance(row[column], str):
+                    raise UserError(f"{where} row {i}: {column!r} is not a string")
+                out.append(LabeledText(f"{id_prefix}{i}/{column}", row[column], label))
+        return out
+    raise UserError(f"{where}: needs text and {label_column} columns (text, input) or member and nonmember "
+                    f"columns (MIMIR), has {', '.join(columns) or 'none'}")
+
+
 def read_jsonl(path: Path) -> list[LabeledText]:
-    """Rows `{"text": str, "label": 0|1}` (optional "id"); blank lines are skipped."""
+    """Rows `{"text": str, "label": 0|1}` (optional "id"), or MIMIR's `{"member": str, "nonmember": str}`;
+    blank lines are skipped."""
     rows = []
     for number, row in read_jsonl_objects(path):
         where = f"{path}:{number}"
+        if all(c in row for c in PAIRED_COLUMNS) and not any(c in row for c in TEXT_COLUMNS):
+            rows += rows_to_texts([row], list(row), where, None, "label", id_prefix=f"{number}:")
+            continue
         text = next((row[c] for c in TEXT_COLUMNS if c in row), None)
         if not isinstance(text, str):
             raise UserError(f"{where}: missing string field 'text'")
@@ -42,30 +81,60 @@ def read_jsonl(path: Path) -> list[LabeledText]:
     return rows
 
 
-def read_hub(repo_id: str, split: str, text_column: str | None, label_column: str) -> list[LabeledText]:
-    dataset = HubDataset(repo_id, split=split).load()
-    columns = dataset.column_names
-    text_column = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
-    if text_column not in columns or label_column not in columns:
-        raise UserError(f"{repo_id}: needs text and label columns, has {', '.join(columns)}")
-    return [LabeledText(str(i), row[text_column], membership_label(row[label_column], f"{repo_id} row {i}"))
-            for i, row in enumerate(dataset)]
+def read_parquet(path: Path, text_column: str | None, label_column: str) -> list[LabeledText]:
+    """A Parquet file (as `datasets`' `to_parquet` writes, or a file of a hub dataset) in either layout."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several types for a file that is not Parquet
+        raise UserError(f"{path}: not a readable Parquet file: {type(err).__name__}") from None
+    return rows_to_texts(table.to_pylist(), table.column_names, str(path), text_column, label_column)
+
+
+def hub_splits(repo_id: str, split: str) -> list[str]:
+    """The splits `--split` names: a comma-separated list, or `all` for WikiMIA's four length splits."""
+    if split == "all":
+        if repo_id != WIKIMIA:
+            raise UserError(f"--split all is known only for {WIKIMIA}; name the splits of {repo_id} (a,b,c)")
+        return list(WIKIMIA_SPLITS)
+    splits = [s.strip() for s in split.split(",") if s.strip()]
+    if not splits:
+        raise UserError("--split: no split named")
+    return splits
+
+
+def read_hub(repo_id: str, split: str, subset: str | None, text_column: str | None,
+             label_column: str) -> list[LabeledText]:
+    """Each split of a hub dataset (configuration `subset`) in either layout; with several splits
+    the ids are prefixed by the split (`WikiMIA_length32:0`)."""
+    splits = hub_splits(repo_id, split)
+    texts = []
+    for name in splits:
+        dataset = HubDataset(repo_id, split=name, config=subset).load()
+        where = f"{repo_id} ({subset or 'default'}, {name})"
+        prefix = f"{name}:" if len(splits) > 1 else ""
+        texts += rows_to_texts(list(dataset), dataset.column_names, where, text_column, label_column, prefix)
+    return texts
 
 
 def load_membership_data(data: str, split: str, text_column: str | None, label_column: str,
-                         reference_seed: int, limit: int | None) -> MembershipData:
+                         reference_seed: int, limit: int | None, subset: str | None = None) -> MembershipData:
     """The labelled texts, checked: non-empty and both classes present. `limit` keeps the first
     ceil(limit/2) members and floor(limit/2) non-members, in file order."""
     corpus = corpus_of_data(data)
     if corpus is not None:
         texts = [LabeledText(d.doc_id, d.text, int(d.member)) for d in reference_corpus(reference_seed, corpus.name)]
         source = f"reference corpus {corpus.name} ({corpus.description}), split seed {reference_seed}"
+    elif Path(data).expanduser().is_file() and data.endswith(".parquet"):
+        texts, source = read_parquet(Path(data).expanduser(), text_column, label_column), f"Parquet file {data}"
     elif Path(data).expanduser().exists() and not Path(data).expanduser().is_dir():  # read_utf8 checks it
         texts, source = read_jsonl(Path(data).expanduser()), f"JSONL file {data}"
-    elif looks_like_path(data) or data.endswith((".jsonl", ".json")):
+    elif looks_like_path(data) or data.endswith((".jsonl", ".json", ".parquet")):
         raise UserError(f"data file not found: {data}")
     else:
-        texts, source = read_hub(data, split, text_column, label_column), f"hub dataset {data} ({split})"
+        texts = read_hub(data, split, subset, text_column, label_column)
+        source = f"hub dataset {data} ({subset + ', ' if subset else ''}{split})"
     if limit is not None:
         if limit < 2:
             raise LimitTooSmall(f"--limit {limit} keeps fewer than one member and one non-member; "

@@ -36,7 +36,9 @@ class MinkConfig(TaskConfig):
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
                       "(text/label columns, WikiMIA's input/label), or a reference corpus: "
                       "'reference' (English XSum) or 'reference:ja' (Japanese)")
-    split: str = Field("train", description="split of a hub dataset")
+    split: str = Field("train", description="split(s) of a hub dataset, comma-separated; 'all' for WikiMIA's "
+                       "four length splits")
+    subset: str | None = Field(None, description="configuration of a hub dataset (MIMIR's domain, e.g. arxiv)")
     text_column: str | None = Field(None, description="text column of a hub dataset (default: text or input)")
     label_column: str = Field("label", description="label column of a hub dataset (1 = member)")
     reference_seed: int = Field(0, ge=0, le=MAX_SEED,
@@ -159,7 +161,7 @@ class MinkMembership(Task):
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
         return load_membership_data(config.data, config.split, config.text_column, config.label_column,
-                                    config.reference_seed, context.limit)
+                                    config.reference_seed, context.limit, config.subset)
 
     def lm_eval_export(self, data, config, tokenizer, context):
         from tasks.mink_membership.for_lm_eval import export
