@@ -1,4 +1,4 @@
-"""Speed of mink_membership's ref, ne, ReCaLL and DC-PDD against per-text loops as MIMIR runs them, one run.
+"""Speed of mink_membership's ref, ne, ReCaLL, DC-PDD and gradnorm against per-text loops as MIMIR runs them.
 
 On the 30-epoch reference GPT-2 (`xsum-gpt2-e30`), its reference model (`xsum-gpt2-outside-e30`)
 and the reference masked LM (`mlm-bert-e05`), the first `--texts` reference texts cut to L = 128
@@ -14,10 +14,13 @@ Min-K%, are computed once beforehand for both sides where the attack reuses them
           the predicted position through the output head) and their batched scoring; MIMIR: one
           masked-LM forward per text position (`generate_neighbors_`), then `get_lls` of the
           neighbours in padded batches of 4 with a `.item()` per token
+  gradnorm membench: `harness.gradients.gradient_norms` (torch.func vmap of per-text gradients);
+          MIMIR: `GradNormAttack` per text (zero_grad, `get_probabilities` with grads, backward,
+          the mean of the parameters' gradient inf-norms)
 
 Reported: seconds of each side and the ratio loop / membench (target >= 2), and the largest
 difference between the two sides' per-text scores where they compute the same number (ref,
-recall, dc_pdd; ne's neighbours are random draws on both sides, so only the timing compares).
+recall, dc_pdd, gradnorm; ne's neighbours are random draws on both sides, so only the timing compares).
 
     python bench/bench_attacks.py [--texts 64] [--neighbours 25] [--batch-size 16]
 """
@@ -33,6 +36,7 @@ import numpy as np
 import torch
 
 from harness import metrics as m
+from harness.gradients import gradient_norms
 from harness.models import ModelSpec, load
 from harness.neighbours import cached_neighbours
 from harness.reference.checkpoints import resolve_reference_model
@@ -194,6 +198,26 @@ def main() -> None:
     _, loop_seconds = timed(lambda: [mimir_get_lls(target, mimir_neighbours(mlm, t, args.neighbours, 0.05, rng))
                                      for t in texts])
     record("ne", seconds, loop_seconds)
+
+    # gradnorm (p = inf), MIMIR's way: bare texts, first token unscored
+    def loop_gradnorm():
+        out = []
+        for t in texts:
+            target.model.zero_grad()
+            ids = torch.tensor([tok(t).input_ids])
+            logprobs = torch.log_softmax(target.model(ids).logits[0, :-1], -1)
+            token_logprobs = torch.stack([logprobs[i, token] for i, token in enumerate(ids[0, 1:].tolist())])
+            (-torch.mean(token_logprobs)).backward()
+            norms = [param.grad.detach().norm(float("inf")) for param in target.model.parameters()
+                     if param.grad is not None]
+            out.append(torch.stack(norms).mean().item())
+            target.model.zero_grad()
+        return out
+
+    ours, seconds = timed(lambda: gradient_norms(target.model, tok, texts, batch_size=args.batch_size,
+                                                 add_start=False, progress=False))
+    loop, loop_seconds = timed(loop_gradnorm)
+    record("gradnorm", seconds, loop_seconds, float(np.max(np.abs(np.asarray(ours) - np.asarray(loop)))))
     print(json.dumps(report, indent=2))
 
 

@@ -290,6 +290,9 @@ def test_task_that_cannot_score_the_kind_is_skipped(tiny_lm, out, good_data):
     assert entry.metrics == []
 
 
+V2_ATTACKS = "loss,zlib,min_k,min_k_pp"
+
+
 @pytest.fixture
 def nan_lm(tiny_lm, tmp_path) -> Path:
     """tiny_lm with the position embedding of position 5 set to NaN: a sequence of more than 5 token
@@ -313,7 +316,8 @@ def test_nan_scores_are_counted_and_dropped_with_a_warning(capsys, caplog, nan_l
     broken = [{"id": "m3", "text": "alpha went to", "label": 1}, {"id": "n3", "text": "charlie went to", "label": 0}]
     both = write_jsonl(tmp_path / "both.jsonl", finite + broken)
     only_finite = write_jsonl(tmp_path / "finite.jsonl", finite)
-    argv = evaluate_argv(nan_lm, both, out, "--log-samples", "--batch-size", "1")
+    # the attacks scored from the token log-probs only (recall's prefix would make every text NaN here)
+    argv = evaluate_argv(nan_lm, both, out, "--log-samples", "--batch-size", "1", "--attacks", V2_ATTACKS)
     argv[argv.index("1,2")] = "2"
     capsys.readouterr()
     assert main(argv) == 0
@@ -328,7 +332,7 @@ def test_nan_scores_are_counted_and_dropped_with_a_warning(capsys, caplog, nan_l
     samples = [json.loads(line) for line in (out / entry.samples_file).read_text().splitlines()]
     assert {s["id"] for s in samples if s["scores"]["loss"] is None} == {"m3", "n3"}  # null, not NaN
     # the same metrics as a run on the four finite texts alone
-    argv = evaluate_argv(nan_lm, only_finite, tmp_path / "out2", "--batch-size", "1")
+    argv = evaluate_argv(nan_lm, only_finite, tmp_path / "out2", "--batch-size", "1", "--attacks", V2_ATTACKS)
     argv[argv.index("1,2")] = "2"
     assert main(argv) == 0
     [alone] = (tmp_path / "out2").glob("*.json")
