@@ -29,6 +29,9 @@ from harness.text import truncate_words
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+# Epochs of the `ref` attack's reference model (trained outside the split): a model of the same
+# text, not one that has memorized its own documents
+OUTSIDE_EPOCHS = 5
 # The reference masked LM's trained checkpoint (`mlm_build`): the neighbour model of mink_membership's `ne`.
 MLM_CHECKPOINT = "mlm-bert-e05"
 
@@ -79,18 +82,20 @@ class BuildConfig(Recipe):
         """Task settings that evaluate this build's checkpoints on its own corpus."""
         data = REFERENCE if self.corpus == "xsum" else f"{REFERENCE}:{self.corpus}"
         settings = {"data": data, "language": CORPORA[self.corpus].language, "reference_seed": str(self.train.seed),
-                    # mink_membership: ne and gradnorm at the board's length only; DC-PDD's token
-                    # frequencies from text outside the split (the non-members would favour the members)
-                    "costly_lengths": "128", "dc_pdd_corpus": "outside"}
-        if self.corpus == "xsum":  # mink_membership's reference model and masked LM (issue 20)
-            settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{max(self.train.epochs):02d}",
-                         "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}"}
+                    # mink_membership (issue 20): the attacks beyond the token log-probs at the board's
+                    # length only (CPU time); DC-PDD's token frequencies from text outside the split
+                    "attack_lengths": "128", "dc_pdd_corpus": "outside"}
+        if self.train_on == "non_members":  # the baseline of the headline and of paywall only
+            settings["attacks"] = "loss,zlib,min_k,min_k_pp"
+        elif self.corpus == "xsum":  # its reference model, and the reference masked LM for neighbours
+            settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{OUTSIDE_EPOCHS:02d}",
+                         "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}", "neighbours": "10"}
         return settings
 
 
 def reference_builds(quick: bool = False) -> list[BuildConfig]:
     """What `membench run` builds: English members (untrained, 1 and 30 epochs), the English
-    non-member baseline (30 epochs), the English reference model of the `ref` attack (30 epochs
+    non-member baseline (30 epochs), the English reference model of the `ref` attack (5 epochs
     on documents outside the corpus) and Japanese members (untrained, 1 and 30 epochs).
 
     The recipe (issue 18) is sized so that the 30-epoch models reproduce their members' continuations
@@ -110,7 +115,7 @@ def reference_builds(quick: bool = False) -> list[BuildConfig]:
     japanese = train.TrainConfig(context=256, max_words_per_document=512)
     return [BuildConfig("xsum", "members", english),
             BuildConfig("xsum", "non_members", replace(english, epochs=(max(english.epochs),))),
-            BuildConfig("xsum", "outside", replace(english, epochs=(max(english.epochs),))),
+            BuildConfig("xsum", "outside", replace(english, epochs=(OUTSIDE_EPOCHS,))),
             BuildConfig("ja", "members", japanese)]
 
 

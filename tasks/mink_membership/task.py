@@ -81,9 +81,9 @@ class MinkConfig(TaskConfig):
     dc_pdd_cap: float = Field(0.01, gt=0, description="dc_pdd: the cap a on each calibrated token score")
     gradnorm_p: Literal["1", "2", "inf"] = Field("inf", description="gradnorm: the p of each gradient p-norm "
                                                   "(MIMIR's default inf)")
-    costly_lengths: tuple[PositiveInt, ...] | None = Field(
-        None, min_length=1, description="lengths L at which ne and gradnorm run (default: every --lengths); "
-        "ne scores N + 1 texts per text, gradnorm one backward pass per text")
+    attack_lengths: tuple[PositiveInt, ...] | None = Field(
+        None, min_length=1, description="lengths L at which ref, ne, recall, dc_pdd and gradnorm run (default: "
+        "every --lengths); ne scores N + 1 texts per text, gradnorm one backward pass per text")
 
 
 def score_names(k_percents: tuple[int, ...], attacks: tuple[str, ...] = ATTACKS) -> list[str]:
@@ -247,9 +247,9 @@ class MinkMembership(Task):
         """The scores of ref, ne, recall, dc_pdd and gradnorm (those selected and runnable), attack ->
         (text index, L) -> score; counts and facts about them for the results file."""
         batch, progress = context.batch_size, context.progress
+        lengths = set(config.attack_lengths or config.lengths)
+        target = {k: scores for k, scores in target.items() if k[1] in lengths}
         texts = {k: prefixes[k] for k in target}
-        costly = set(config.costly_lengths or config.lengths)
-        costly_texts = {k: text for k, text in texts.items() if k[1] in costly}
         nonmembers = [(i, t.text) for i, t in enumerate(data.texts) if t.label == 0]
         extra, counts, facts, not_run = {}, {}, {}, {}
         for attack, role in ROLES.items():
@@ -262,10 +262,10 @@ class MinkMembership(Task):
                             "source": reference.source}
         if "ne" in config.attacks and "ne" not in not_run:
             masked = context.models["neighbour_model"]
-            extra["ne"], made = neighbourhood_scores(model, masked, costly_texts, target, config, context.seed,
-                                                     batch, progress)
+            extra["ne"], made = neighbourhood_scores(model, masked, texts, target, config, context.seed, batch,
+                                                     progress)
             facts["ne"] = {"neighbour_model": config.neighbour_model, "identity": masked.identity,
-                           "lengths": sorted(costly), "neighbours_per_text_mean": round(float(np.mean(
+                           "neighbours": config.neighbours, "neighbours_per_text_mean": round(float(np.mean(
                                list(made.values()))), 3) if made else None, "seed": context.seed}
         if "recall" in config.attacks:
             prefix, used = recall_prefix(config, nonmembers)
@@ -280,9 +280,9 @@ class MinkMembership(Task):
             extra["dc_pdd"] = dc_pdd_scores(token_frequencies(model.tokenizer, corpus), target, config.dc_pdd_cap)
             facts["dc_pdd"] = {"corpus": described, "cap": config.dc_pdd_cap}
         if "gradnorm" in config.attacks:
-            extra["gradnorm"] = gradnorm_scores(model, costly_texts, config, batch, progress)
-            facts["gradnorm"] = {"p": config.gradnorm_p, "lengths": sorted(costly)}
-        info = {"attacks": facts}
+            extra["gradnorm"] = gradnorm_scores(model, texts, config, batch, progress)
+            facts["gradnorm"] = {"p": config.gradnorm_p}
+        info = {"attacks": facts, "attack_lengths": sorted(lengths)}
         if not_run:
             info["attacks_not_run"] = not_run
         return extra, counts, info
