@@ -7,29 +7,19 @@ import logging
 import signal
 import sys
 import threading
-import typing
 from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.task import split_commas
 
 DEFAULT_SUBMISSIONS = Path("submissions")
 DEFAULT_BOARD = Path("LEADERBOARD.md")
 
 
-def _is_sequence(annotation) -> bool:
-    if typing.get_origin(annotation) in (tuple, list):
-        return True
-    return any(_is_sequence(arg) for arg in typing.get_args(annotation) if arg is not type(None))
-
-
-def _split_commas(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
 def add_task_config_flags(parser: argparse.ArgumentParser) -> list[str]:
     """A `--field-name` flag for every field of every registered task's Config; returns the fields."""
-    from harness.task import discover
+    from harness.task import discover, is_sequence
 
     owners: dict[str, list[str]] = {}
     fields = {}
@@ -41,7 +31,7 @@ def add_task_config_flags(parser: argparse.ArgumentParser) -> list[str]:
     for field_name, field in fields.items():
         group.add_argument(
             "--" + field_name.replace("_", "-"), dest=f"task__{field_name}", default=None, metavar=field_name.upper(),
-            type=_split_commas if _is_sequence(field.annotation) else str,
+            type=split_commas if is_sequence(field.annotation) else str,
             help=f"{field.description or ''} (default {field.default!r}; tasks: {', '.join(owners[field_name])})",
         )
     return list(fields)
@@ -173,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "--reference-seed); the NER, T5 and masked-LM models always use seed 0")
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
     rb.add_argument("--force", action="store_true", help="rebuild even when already built")
-    rb.add_argument("--builds", type=_split_commas,
+    rb.add_argument("--builds", type=split_commas,
                     help="comma-separated build names (default: all): " + ", ".join(reference_build_names()))
 
     pr = commands.add_parser("prune", help="save a sparse variant of a checkpoint: global L1 unstructured pruning "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -29,6 +30,26 @@ RESERVED_FIELDS = frozenset({"model", "revision", "model_kind", "tasks", "batch_
 # The largest seed membench takes (`--seed`, `--reference-seed`, ...): numpy's global seed, which
 # the reference training sets, takes 0 to 2**32 - 1, and its generators refuse negative seeds.
 MAX_SEED = 2**32 - 1
+
+
+def is_sequence(annotation) -> bool:
+    """Whether a config field holds several values (a tuple or list, optional or not): its command-line
+    flag and its `membench run` setting take them comma-separated."""
+    if typing.get_origin(annotation) in (tuple, list):
+        return True
+    return any(is_sequence(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+
+
+def split_commas(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_settings(tasks: list[type["Task"]], settings: dict[str, str]) -> dict[str, Any]:
+    """Settings written as on the command line (strings; several values comma-separated) turned into
+    the values the flags would give: a field that holds several values gets the list."""
+    fields = {name: field for task in tasks for name, field in task.Config.model_fields.items()}
+    return {key: split_commas(value) if key in fields and is_sequence(fields[key].annotation) else value
+            for key, value in settings.items()}
 
 
 class TaskConfig(BaseModel):

@@ -119,8 +119,10 @@ def _evaluate(launcher: list[str], model: Path, out: Path, settings: list[str]) 
            "TOKENIZERS_PARALLELISM": "false"}
     for name in distributed.LAUNCHER_VARIABLES:  # a test run under a launcher must not leak into these
         env.pop(name, None)
+    # One thread per process in both runs: the sums of a forward or backward pass depend on the number
+    # of threads (harness/reproducible.py), so the guarantee is for the same threads per process.
     command = launcher + ["-m", "harness", "evaluate", "--model", str(model), "--device", "cpu", "--no-cache",
-                          "--log-samples", "--output-path", str(out), *settings]
+                          "--threads", "1", "--log-samples", "--output-path", str(out), *settings]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done

@@ -1,7 +1,10 @@
 """Positive and negative controls on the reference checkpoints (the quick build).
 
 Min-K% 20% AUC must rise with epochs (1 < 30) and reach 0.9 after 30 epochs; the untrained
-model of the same architecture must sit at chance (0.5 +- 0.1).
+model of the same architecture must sit at chance (0.5 +- 0.1). The attacks beyond the token
+log-probs (ref against the quick outside build, ne with a tiny masked LM, ReCaLL, DC-PDD with
+frequencies from outside the split, gradnorm) must separate the 30-epoch model's members
+(AUC >= 0.7 at 64 words) and, but for DC-PDD (see the card), sit at chance untrained.
 """
 
 from __future__ import annotations
@@ -34,6 +37,44 @@ def aucs(quick_reference, tmp_path_factory):
     overrides = {"lengths": ["32", "64"], "bootstrap_resamples": "100"}
     return {folder.name: headline_auc(evaluate(ModelSpec(str(folder)), select("mink_membership"), overrides, options))
             for folder in checkpoint_folders(quick_reference)}
+
+
+ATTACKS = ("ref", "ne", "recall", "dc_pdd", "gradnorm")
+
+
+def attack_aucs(path) -> dict[str, float]:
+    entry = load_results(path).task("mink_membership")
+    return {m.tags["score"]: m.value for m in entry.metrics
+            if m.name == "auc" and m.tags["length"] == "64" and m.tags["score"] in ATTACKS}
+
+
+@pytest.fixture(scope="module")
+def attacks(quick_reference, tmp_path_factory):
+    from test_load_integrity import save_bert
+
+    from harness.reference.build import reference_builds
+
+    [outside] = [config for config in reference_builds(quick=True) if config.train_on == "outside"]
+    reference = checkpoint_folders(build(outside))[-1]
+    masked = save_bert(tmp_path_factory.mktemp("mlm") / "mlm", "BertForMaskedLM")
+    out = tmp_path_factory.mktemp("attack-controls")
+    overrides = {"lengths": ["64"], "bootstrap_resamples": "100", "reference_model": str(reference),
+                 "neighbour_model": str(masked), "neighbours": "5", "dc_pdd_corpus": "outside",
+                 "attacks": list(ATTACKS)}
+    folders = checkpoint_folders(quick_reference)
+    return {folder.name: attack_aucs(evaluate(ModelSpec(str(folder)), select("mink_membership"), overrides,
+                                              EvaluateOptions(output_path=out)))
+            for folder in (folders[0], folders[-1])}
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_every_attack_separates_the_members_after_30_epochs(attacks, attack):
+    assert attacks["xsum-gpt2-e30"][attack] >= 0.7
+
+
+@pytest.mark.parametrize("attack", ["ref", "ne", "recall", "gradnorm"])
+def test_every_attack_is_at_chance_untrained(attacks, attack):
+    assert 0.4 <= attacks["xsum-gpt2-e00"][attack] <= 0.6
 
 
 def test_manifest_names_members_and_non_members(quick_reference):

@@ -116,7 +116,12 @@ EXPECTATIONS: tuple[Expectation, ...] = (
       for corpus, attacks in MINK_ATTACKS for attack in attacks),
     *(Expectation("mink_membership", f"{corpus}-gpt2-e00", "near", 0.5, 0.1, metric="auc",
                   tags=tags_of(score=attack, length="128"), why=f"{attack}: untrained, chance")
-      for corpus, attacks in MINK_ATTACKS for attack in attacks),
+      for corpus, attacks in MINK_ATTACKS for attack in attacks if attack != "dc_pdd"),
+    # DC-PDD is not at chance untrained: its frequencies come from outside the split, while the reference
+    # tokenizers were trained on the members, so member tokens are rarer there (the card explains)
+    *(Expectation("mink_membership", f"{corpus}-gpt2-e30", ">", f"{corpus}-gpt2-e00", metric="auc",
+                  tags=tags_of(score="dc_pdd", length="128"), why="dc_pdd: 30 epochs above the untrained model")
+      for corpus, _ in MINK_ATTACKS),
     Expectation("paywall_memorization", "xsum-gpt2-e30", ">=", "xsum-gpt2-nonmembers-e30", margin=0.10,
                 why="member articles: the member model reproduces their continuations far better than the "
                     "non-member baseline (approximate memorization)"),

@@ -23,7 +23,7 @@ from harness.reference.t5_build import T5BuildConfig, build_t5
 from harness.report import evaluated_message, stage
 from harness.runner import EvaluateOptions, evaluate
 from harness.staging import sweep_cache
-from harness.task import discover
+from harness.task import discover, parse_settings
 from leaderboard.build import write_board
 from leaderboard.collect import read_submissions
 
@@ -151,7 +151,7 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
         if not tasks:  # a build that only serves the others (the `ref` attack's reference model)
             continue
         fields = {name for task in tasks for name in task.Config.model_fields}
-        settings = {k: v for k, v in config.task_settings().items() if k in fields}
+        settings = parse_settings(tasks, {k: v for k, v in config.task_settings().items() if k in fields})
         recipe = None if isinstance(config, PretrainedEncoder) else (config.name, config.digest())
         for checkpoint in checkpoints:
             name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}"

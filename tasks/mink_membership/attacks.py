@@ -99,8 +99,10 @@ def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, T
     if len(prefix_ids) >= context:
         raise UserError(f"--recall-prefix-tokens {cut}: the prefix must leave room in the model's context of {context}")
     candidates = [k for k in texts if k in target]
+    if not candidates:
+        return {}, len(prefix_ids), 0
     lengths = [len(ids) for ids in model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]]
-    keys = [k for k, n in zip(candidates, lengths) if len(prefix_ids) + n <= context] if candidates else []
+    keys = [k for k, n in zip(candidates, lengths) if len(prefix_ids) + n <= context]
     conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
                                   seq2seq=False, batch_size=batch_size, max_source=cut,
                                   progress=progress, add_start=add_start)
