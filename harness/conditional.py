@@ -12,11 +12,17 @@ Rows are sorted by length and right-padded with the padding masked.
 
 from __future__ import annotations
 
+import copy
+import inspect
+import logging
+
 import numpy as np
 import torch
 
 from harness.distributed import run_batches
 from harness.scoring import encode_with_bos, right_pad
+
+log = logging.getLogger(__name__)
 from harness.spans import length_batches
 
 
@@ -69,6 +75,66 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
 
     done = run_batches(length_batches(lengths, batch_size), score_batch, "scoring targets", progress)
     return [done[i] for i in range(len(sources))]
+
+
+def _cache_argument(model) -> str | None:
+    """The name under which the model's forward takes a key/value cache (`cache` in transformers 5,
+    `past_key_values` before), None when it takes none."""
+    parameters = inspect.signature(model.forward).parameters
+    return next((name for name in ("cache", "past_key_values") if name in parameters), None)
+
+
+@torch.no_grad()
+def shared_prefix_logprobs(model, prefix_ids: list[int], target_ids: list[list[int]], batch_size: int = 16,
+                           pad: int = 0, progress: bool | None = None) -> list[np.ndarray] | None:
+    """log p(y_t | prefix, y_<t) for every token of every target, all after the same causal `prefix_ids`
+    (which must fit the context together with each target): the prefix runs through the model once
+    and its key/value cache is reused by every batch of targets (copied and repeated per row),
+    instead of running the prefix again for every target. Equal to `target_logprobs` with that prefix
+    as every source, up to float rounding. None when the model has no reusable cache (the caller
+    then runs the prefix with every target, `target_logprobs`)."""
+    name = _cache_argument(model)
+    device = next(model.parameters()).device
+    if name is not None and prefix_ids:
+        try:
+            out = model(input_ids=torch.tensor([prefix_ids], device=device), use_cache=True)
+            cache = getattr(out, "cache", None) or out.past_key_values
+            first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # predicts each target's first token
+            if cache is not None and hasattr(cache, "batch_repeat_interleave"):
+                return _with_cache(model, name, cache, first, len(prefix_ids), target_ids, batch_size, pad, progress)
+        except (TypeError, ValueError, NotImplementedError, AttributeError) as err:
+            log.warning("%s: no reusable key/value cache (%s); the prefix runs with every target",
+                        type(model).__name__, str(err).splitlines()[0][:200])
+    return None
+
+
+def _with_cache(model, name, cache, first: torch.Tensor, n_prefix: int, target_ids: list[list[int]],
+                batch_size: int, pad: int, progress: bool | None) -> list[np.ndarray]:
+    device = first.device
+    scorable = [i for i, ids in enumerate(target_ids) if ids]
+
+    def score_batch(batch: list[int]) -> list[np.ndarray]:
+        rows = [target_ids[scorable[k]] for k in batch]
+        inputs, mask = right_pad(rows, pad)
+        repeated = copy.deepcopy(cache)
+        repeated.batch_repeat_interleave(len(rows))
+        full_mask = torch.cat([torch.ones(len(rows), n_prefix, dtype=mask.dtype), mask], dim=1)
+        logits = model(input_ids=inputs.to(device), attention_mask=full_mask.to(device), use_cache=True,
+                       **{name: repeated}).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        out = []
+        for j, row in enumerate(rows):
+            following = torch.tensor(row[1:], dtype=torch.long, device=device)
+            later = logprobs[j, torch.arange(len(row) - 1, device=device), following]
+            out.append(torch.cat([first[row[0]].view(1), later]).cpu().numpy())
+        return out
+
+    done = run_batches(length_batches([len(target_ids[i]) for i in scorable], batch_size), score_batch,
+                       "scoring after the prefix", progress)
+    results = [np.zeros(0, dtype=np.float32) for _ in target_ids]
+    for k, value in done.items():
+        results[scorable[k]] = value
+    return results
 
 
 @torch.no_grad()

@@ -15,6 +15,8 @@ with right padding a causal LM's real positions never attend to the padding afte
 text's gradient is the one it has alone (its padded positions are left out of its loss).
 Texts are cut to the model's context window (their first tokens; counted by the caller). The
 gradients are in the model's dtype; the parameters are not changed and no `.grad` is left on them.
+As MIMIR, the mean is over the parameters a backward pass reaches (`reached_parameters`: one
+backward pass of the first text finds them).
 
 Cost: one forward and one backward pass per text, and a batch holds one gradient of every
 parameter per text, so the batch is bounded by `GRADIENT_BUDGET` numbers (a 124M-parameter model
@@ -57,10 +59,11 @@ def mean_token_nll(model, params: dict, buffers: dict, ids: torch.Tensor, length
     return -(logprobs * real).sum() / real.sum()
 
 
-def batched_norms(model, rows: list[list[int]], p: float, pad: int) -> list[float]:
-    """gradnorm of each row, the gradients of all rows computed together (`torch.func.vmap`)."""
+def batched_norms(model, rows: list[list[int]], p: float, pad: int, used: list[str]) -> list[float]:
+    """gradnorm of each row, the gradients of all rows computed together (`torch.func.vmap`), over
+    the parameters named in `used` (those a backward pass reaches: `reached_parameters`)."""
     device = next(model.parameters()).device
-    params = {name: param.detach() for name, param in model.named_parameters()}
+    params = {name: param.detach() for name, param in model.named_parameters() if name in used}
     buffers = {name: buffer.detach() for name, buffer in model.named_buffers()}
     ids, _ = right_pad(rows, pad)
     lengths = torch.tensor([len(row) for row in rows], device=device)
@@ -71,14 +74,29 @@ def batched_norms(model, rows: list[list[int]], p: float, pad: int) -> list[floa
     return norms.float().mean(dim=1).tolist()
 
 
-def looped_norm(model, row: list[int], p: float) -> float:
-    """gradnorm of one row as MIMIR computes it: backward, then the norm of each parameter's `.grad`."""
+def _backward(model, row: list[int]) -> None:
+    """Leave d NLL(row) / d theta in each parameter's `.grad` (None where the backward pass does not reach)."""
     model.zero_grad(set_to_none=True)
     ids = torch.tensor([row], device=next(model.parameters()).device)
     with torch.enable_grad():
         logits = model(ids).logits[0, :-1]
         loss = -torch.log_softmax(logits, dim=-1).gather(-1, ids[0, 1:].unsqueeze(-1)).mean()
         loss.backward()
+
+
+def reached_parameters(model, row: list[int]) -> list[str]:
+    """Names of the parameters a backward pass of the loss gives a gradient: MIMIR averages the norms
+    of those only (`if p.grad is not None`), leaving out frozen ones and ones the forward pass does
+    not use (an unused head, say), which `vmap` would count as zero gradients."""
+    _backward(model, row)
+    names = [name for name, param in model.named_parameters() if param.grad is not None]
+    model.zero_grad(set_to_none=True)
+    return names
+
+
+def looped_norm(model, row: list[int], p: float) -> float:
+    """gradnorm of one row as MIMIR computes it: backward, then the norm of each parameter's `.grad`."""
+    _backward(model, row)
     norms = [norm_of(param.grad.detach().unsqueeze(0), p)[0] for param in model.parameters() if param.grad is not None]
     model.zero_grad(set_to_none=True)
     return float(torch.stack(norms).float().mean())
@@ -99,12 +117,13 @@ def gradient_norms(model, tokenizer, texts: list[str], p: float = math.inf, batc
     batch = max(1, min(batch_size, GRADIENT_BUDGET // max(1, n_params)))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     use_vmap = [True]
+    used = reached_parameters(model, rows[scorable[0]]) if scorable else []
 
     def norms_of(indices: list[int]) -> list[float]:
         chosen = [rows[scorable[k]] for k in indices]
         if use_vmap[0]:
             try:
-                return batched_norms(model, chosen, p, pad)
+                return batched_norms(model, chosen, p, pad, used)
             except (RuntimeError, NotImplementedError, TypeError) as err:  # an operator vmap cannot batch
                 log.warning("gradient norms: torch.func.vmap cannot run %s (%s); one text at a time instead",
                             type(model).__name__, str(err).splitlines()[0][:200])

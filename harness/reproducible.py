@@ -25,14 +25,17 @@ is not pinned runs the command again in a pinned child process (`run_pinned`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import subprocess
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from harness import interrupts
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable)
 
 REFERENCE_THREADS = 2
 # What the reference builds are trained under; part of every build recipe's digest.
@@ -125,3 +128,22 @@ def set_threads(threads: int) -> None:
 
     torch.set_num_threads(threads)
     threadpool_limits(limits=threads)
+
+
+def with_reference_threads(function: F) -> F:
+    """Run `function` with `REFERENCE_THREADS` threads (then restore the count before): a reference
+    build trains with the thread count its recipe digest names, whatever the calling process set
+    (a test, a data-parallel rank), since 1 and 2 threads give different sums."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        import torch
+
+        before = torch.get_num_threads()
+        set_threads(REFERENCE_THREADS)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            set_threads(before)
+
+    return wrapper  # type: ignore[return-value]

@@ -69,6 +69,20 @@ def test_the_per_text_fallback_gives_the_same_values(lm, monkeypatch, caplog):
     assert "one text at a time" in caplog.text
 
 
+def test_frozen_and_unused_parameters_are_left_out_as_mimir(tiny_lm):
+    """MIMIR averages over the parameters with a gradient: a frozen layer and a parameter the forward
+    pass never uses are not in its mean, and not in membench's (vmap alone would count them as 0)."""
+    lm = load(ModelSpec(model=str(tiny_lm), device="cpu"))
+    lm.model.transformer.h[0].mlp.c_fc.weight.requires_grad_(False)
+    lm.model.register_parameter("unused", torch.nn.Parameter(torch.ones(3)))
+    ours = gradient_norms(lm.model, lm.tokenizer, TEXTS[:2], p=2, batch_size=2)
+    encoded, _ = encode_with_bos(lm.tokenizer, TEXTS[:2])
+    for value, ids in zip(ours, encoded):
+        assert value == pytest.approx(mimir_gradnorm(lm.model, ids[:32], 2), rel=2e-5)
+    every = len(list(lm.model.parameters()))
+    assert len(gradients.reached_parameters(lm.model, encoded[0][:32])) == every - 2
+
+
 def test_texts_over_the_context_are_cut(lm):
     """The tiny model's context is 32 tokens: a longer text is scored on its first 32."""
     long_text = TEXTS[2]

@@ -13,19 +13,12 @@ import pytest
 import torch
 from conftest import assert_user_error, save_tiny_causal_lm, write_jsonl
 from test_load_integrity import save_bert
+from test_mink_membership import TASK, TEXTS
 
 from harness import metrics as m
 from harness.cli import main
 from harness.neighbours import Candidate, neighbour_texts, pick_swaps, swap_text
 from harness.results import load_results
-
-TASK = "mink_membership"
-TEXTS = ["the quick brown fox jumps over the lazy dog by the river bank",
-         "members of parliament debated the budget on a long Monday night",
-         "a journey of a thousand miles begins with a single step they say",
-         "the football club signed a striker from the river town on Monday",
-         "zebra quantum xylophone and the quick dog went to the market",
-         "on a sunny day the lazy fox went over the bank of the river"]
 
 
 # ---------------------------------------------------------------- formulas, by hand
@@ -171,6 +164,27 @@ def mimir_conditional_ll(model, prefix_ids: list[int], ids: list[int]) -> float:
     targets = labels.clone()
     targets[:, : len(prefix_ids)] = -100
     return -model(labels, labels=targets).loss.item()
+
+
+def test_the_prefix_cache_gives_the_scores_of_the_prefix_run_with_every_text(tiny_lm, monkeypatch):
+    """ReCaLL's prefix runs once and its key/value cache serves every text: the same log-probs as
+    running [BOS] + prefix + text for each text (`target_logprobs`), up to float rounding; a model
+    without a usable cache gets None (the caller falls back to that plain path)."""
+    from harness import conditional
+    from harness.conditional import shared_prefix_logprobs, target_logprobs
+    from harness.models import ModelSpec, load
+
+    lm = load(ModelSpec(model=str(tiny_lm), device="cpu"))
+    prefix, texts = "members of", [text[:16] for text in TEXTS] + ["x"]
+    prefix_ids = [lm.tokenizer.bos_token_id] + lm.tokenizer(prefix, add_special_tokens=False)["input_ids"]
+    target_ids = lm.tokenizer(texts, add_special_tokens=False)["input_ids"]
+    cached = shared_prefix_logprobs(lm.model, prefix_ids, target_ids, batch_size=3)
+    plain = target_logprobs(lm.model, lm.tokenizer, [prefix] * len(texts), texts, seq2seq=False, batch_size=3)
+    assert [len(c) for c in cached] == [len(ids) for ids in target_ids]
+    for ours, theirs in zip(cached, plain, strict=True):
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    monkeypatch.setattr(conditional, "_cache_argument", lambda model: None)
+    assert shared_prefix_logprobs(lm.model, prefix_ids, target_ids) is None
 
 
 def test_ref_and_recall_agree_with_mimir(models, skip_run):

@@ -19,7 +19,7 @@ from typing import Literal
 
 from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
 from harness.models import weight_files, weights_identity
-from harness.reproducible import NUMERICS
+from harness.reproducible import NUMERICS, with_reference_threads
 from harness.reference import train
 from harness.reference.corpus import (CORPORA, REFERENCE, corpus_record, corpus_sha256, outside_documents,
                                      reference_corpus)
@@ -150,6 +150,7 @@ def checkpoint_folders(folder: Path) -> list[Path]:
     return [folder / c["folder"] for c in read_manifest(folder)["checkpoints"]]
 
 
+@with_reference_threads
 def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference checkpoints into `folder` (default: the cache); returns the folder."""
     folder = Path(folder) if folder else config.default_folder()

@@ -1,7 +1,7 @@
 """`reference:<checkpoint>`: a built reference checkpoint named where a model id or path is taken.
 
 Task settings that name another model (mink_membership's `--reference-model`, `--neighbour-model`)
-take `reference:xsum-gpt2-outside-e30` or `reference:mlm-bert-e05`, so a results file records the
+take `reference:xsum-gpt2-outside-e05` or `reference:mlm-bert-e05`, so a results file records the
 same setting on every machine, not a path into one machine's cache.
 """
 

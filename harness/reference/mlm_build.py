@@ -29,6 +29,7 @@ from harness.reference.corpus import CORPORA, corpus_record, document_prefixes, 
 from harness.reference.ner_build import IGNORED, SPECIAL_TOKENS, train_tokenizer
 from harness.reference.t5_build import flushing_denormals
 from harness.reference.train import seed_everything, train_epochs
+from harness.reproducible import with_reference_threads
 from harness.scoring import right_pad
 from harness.text import word_end_offsets
 
@@ -195,6 +196,7 @@ def heldout_scores(model: BertForMaskedLM, rows: list[list[int]], tokenizer: Pre
             "n_masked_tokens": count}
 
 
+@with_reference_threads
 def build_mlm(config: MlmBuildConfig = MlmBuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference masked LM checkpoints into `folder` (default: the cache); returns the folder."""
     folder = Path(folder) if folder else config.default_folder()

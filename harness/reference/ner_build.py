@@ -22,6 +22,7 @@ from transformers import BertConfig, BertForTokenClassification, PreTrainedToken
 from harness.reference import ner_data
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.train import seed_everything, train_epochs
+from harness.reproducible import with_reference_threads
 from harness.scoring import right_pad
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -133,6 +134,7 @@ def train(model, rows: list[tuple[list[int], list[int]]], pad_id: int, config: N
                  max(config.epochs), "training reference NER model", on_epoch_end)
 
 
+@with_reference_threads
 def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference NER checkpoints into `folder` (default: the cache); returns the folder."""
     folder = Path(folder) if folder else config.default_folder()

@@ -32,6 +32,7 @@ from harness.prune import CONFIG_KEY, prune_model
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import corpus_record, document_prefixes
 from harness.reference.train import seed_everything
+from harness.reproducible import with_reference_threads
 from harness.scoring import right_pad
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
@@ -204,6 +205,7 @@ def loss_points(losses: list[float]) -> dict[str, float]:
             for start, end in zip(bounds, bounds[1:]) if end > start}
 
 
+@with_reference_threads
 def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None, force: bool = False) -> Path:
     """Build the reference T5 checkpoints into `folder` (default: the cache); returns the folder.
 

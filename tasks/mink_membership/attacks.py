@@ -12,7 +12,7 @@ from typing import Hashable
 import numpy as np
 
 from harness import metrics as m
-from harness.conditional import encode_pairs, target_logprobs
+from harness.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
 from harness.errors import UserError
 from harness.io import read_jsonl_objects, read_utf8
 from harness.models import LoadedModel
@@ -89,7 +89,8 @@ def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, T
                   config, batch_size: int, progress) -> tuple[dict[Key, float], int, int]:
     """`recall`: LL(x | P) / LL(x) for every text that fits the context after P (cut to its first
     `recall_prefix_tokens` tokens, by default half the context; [BOS] + P under `--first-token score`, the bare P under `skip`,
-    as MIMIR); also the number of prefix tokens and of texts that did not fit."""
+    as MIMIR); also the number of prefix tokens and of texts that did not fit. P runs through the
+    model once and its key/value cache serves every text (`shared_prefix_logprobs`)."""
     context = model_context(model.model)
     add_start = config.first_token == "score"
     cut = config.recall_prefix_tokens or context // 2
@@ -101,11 +102,16 @@ def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, T
     candidates = [k for k in texts if k in target]
     if not candidates:
         return {}, len(prefix_ids), 0
-    lengths = [len(ids) for ids in model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]]
-    keys = [k for k, n in zip(candidates, lengths) if len(prefix_ids) + n <= context]
-    conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
-                                  seq2seq=False, batch_size=batch_size, max_source=cut,
-                                  progress=progress, add_start=add_start)
+    encoded = model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]
+    fits = [(k, ids) for k, ids in zip(candidates, encoded) if len(prefix_ids) + len(ids) <= context]
+    keys = [k for k, _ in fits]
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    conditional = shared_prefix_logprobs(model.model, prefix_ids, [list(ids) for _, ids in fits], batch_size, pad,
+                                         progress)
+    if conditional is None:  # no reusable key/value cache: the prefix runs with every text
+        conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
+                                      seq2seq=False, batch_size=batch_size, max_source=cut,
+                                      progress=progress, add_start=add_start)
     out = {}
     for k, cond in zip(keys, conditional):
         own = target[k].logprobs  # under --first-token skip without the first token; `cond` scores it (MIMIR)
