@@ -60,7 +60,7 @@ def attacks(quick_reference, tmp_path_factory):
     out = tmp_path_factory.mktemp("attack-controls")
     overrides = {"lengths": ["64"], "bootstrap_resamples": "100", "reference_model": str(reference),
                  "neighbour_model": str(masked), "neighbours": "5", "dc_pdd_corpus": "outside",
-                 "attacks": list(ATTACKS)}
+                 "recall_prefix_tokens": "48", "attacks": list(ATTACKS)}  # context 160: 48 + a 64-word text fit
     folders = checkpoint_folders(quick_reference)
     return {folder.name: attack_aucs(evaluate(ModelSpec(str(folder)), select("mink_membership"), overrides,
                                               EvaluateOptions(output_path=out)))
