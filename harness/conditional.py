@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from harness.distributed import run_batches
-from harness.scoring import encode_with_bos, right_pad
+from harness.scoring import encode_with_bos, padding_id, right_pad
+from harness.spans import length_batches
 
 log = logging.getLogger(__name__)
-from harness.spans import length_batches
 
 
 def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> list[list[int]]:
@@ -49,7 +49,7 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
     """log p(y_t | source, y_<t) for every target token, one array per (source, target); a causal
     source must have at least one token (`add_start=False`: without the BOS)."""
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target, add_start)
     lengths = [len(s) + len(t) for s, t in zip(source_ids, target_ids)]
 
@@ -143,7 +143,7 @@ def greedy_targets(model, tokenizer, sources: list[str], max_new_tokens: int, ba
     """Greedy decoder outputs of a seq2seq model (token ids; the decoder start, padding and the
     first `</s>` and what follows it dropped), up to `max_new_tokens` each."""
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     eos = tokenizer.eos_token_id
     source_ids = _encode(tokenizer, sources, max_source, special=True)
 

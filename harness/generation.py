@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from harness.distributed import run_batches
-from harness.scoring import encode_with_bos, model_context
+from harness.scoring import encode_with_bos, model_context, padding_id
 
 BUDGET_STEP = 8
 
@@ -60,7 +60,7 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
     context = max_length or model_context(model)
     cap = max(1, context // 2)
     encoded, cut, budgets, rooms, bos = prompt_cuts(tokenizer, prompts, max_new_tokens, context)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     device = next(model.parameters()).device
     order = sorted(range(len(prompts)), key=lambda i: (rooms[i], len(cut[i])))
     batches = _fitting_batches(order, [len(c) for c in cut], rooms, batch_size, context)

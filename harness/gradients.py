@@ -35,7 +35,7 @@ from torch.func import functional_call, grad, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from harness.distributed import run_batches
-from harness.scoring import encode_with_bos, model_context, right_pad
+from harness.scoring import encode_with_bos, model_context, padding_id, right_pad
 from harness.spans import length_batches
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def gradient_norms(model, tokenizer, texts: list[str], p: float = math.inf, batc
     scorable = [i for i, row in enumerate(rows) if len(row) >= 2]
     n_params = sum(param.numel() for param in model.parameters())
     batch = max(1, min(batch_size, GRADIENT_BUDGET // max(1, n_params)))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     use_vmap = [True]
     used = reached_parameters(model, rows[scorable[0]]) if scorable else []
 

@@ -15,7 +15,7 @@ import torch
 
 from harness.distributed import run_batches
 from harness.errors import UserError
-from harness.scoring import model_context, right_pad
+from harness.scoring import model_context, padding_id, right_pad
 from harness.spans import length_batches
 
 
@@ -44,7 +44,7 @@ def mask_fill_probs(model, tokenizer, texts: list[str], targets: list[int], batc
     for query, text in enumerate(texts):
         wanted[row_of[text]].append(query)
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
 
     def fill_batch(batch: list[int]) -> list[np.ndarray]:
         """For each distinct text of the batch, the probabilities of the targets its queries ask for."""

@@ -38,7 +38,7 @@ import torch
 from harness.distributed import is_main, run_batches
 from harness.errors import UserError
 from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
-from harness.scoring import model_context, right_pad
+from harness.scoring import model_context, padding_id, right_pad
 from harness.spans import length_batches
 
 DROPOUT = 0.7     # Mattern et al. 2023; MIMIR's `token_dropout`
@@ -77,7 +77,7 @@ def position_candidates(model, tokenizer, sequences: list[list[int]], seed: int,
     special = set(tokenizer.all_special_ids)
     rows = [(k, i) for k, ids in enumerate(sequences) for i, token in enumerate(ids) if token not in special]
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     embed = model.get_input_embeddings()
     head = _output_head(model)
     keep = 1.0 - DROPOUT

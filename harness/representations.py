@@ -25,7 +25,7 @@ import torch
 from harness.distributed import run_batches
 from harness.errors import UserError
 from harness.models import ModelKind, text_config
-from harness.scoring import causal_start_token, model_context, right_pad
+from harness.scoring import causal_start_token, model_context, padding_id, right_pad
 from harness.spans import Span, align_spans, length_batches
 
 # The model kinds whose word vectors these functions read (token classifiers would work too, but
@@ -99,7 +99,7 @@ def contextual_span_vectors(model, kind: ModelKind, tokenizer, texts: list[str],
                                  model_context(model), start)
     body = hidden_state_module(model)
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
 
     def pool_batch(batch: list[int]) -> list[np.ndarray]:
         input_ids, attention = right_pad([ids[k] for k in batch], pad)

@@ -155,6 +155,12 @@ def next_token_logprobs(model, context: list[int]) -> np.ndarray:
     return torch.log_softmax(logits.float(), dim=-1).double().cpu().numpy()
 
 
+def padding_id(tokenizer) -> int:
+    """The id that fills padded positions: the tokenizer's pad token, else 0 (GPT-2 defines none;
+    padded positions are masked or never read, so any id serves)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
 def right_pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows right-padded with `value` to the longest one (int64), and the mask of real tokens."""
     width = max(len(row) for row in rows)
@@ -190,7 +196,7 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     means = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
     stds = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 

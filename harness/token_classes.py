@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from harness.distributed import run_batches
-from harness.scoring import model_context, right_pad
+from harness.scoring import model_context, padding_id, right_pad
 from harness.spans import align_spans, length_batches
 
 
@@ -37,7 +37,7 @@ def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, 
                                  model_context(model))
     positions = [found[0] for found in positions]
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad = padding_id(tokenizer)
     wanted = torch.tensor(labels)
     batches = length_batches([len(row) for row in ids], batch_size)
 

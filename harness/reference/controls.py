@@ -117,8 +117,8 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     *(Expectation("mink_membership", f"{corpus}-gpt2-e00", "near", 0.5, 0.1, metric="auc",
                   tags=tags_of(score=attack, length="128"), why=f"{attack}: untrained, chance")
       for corpus, attacks in MINK_ATTACKS for attack in attacks if attack != "dc_pdd"),
-    # DC-PDD is not at chance untrained: its frequencies come from outside the split, while the reference
-    # tokenizers were trained on the members, so member tokens are rarer there (the card explains)
+    # DC-PDD is not at chance on the untrained English model (AUC 0.624; the cause is not isolated, the
+    # card says more): its control is "30 epochs above untrained"
     *(Expectation("mink_membership", f"{corpus}-gpt2-e30", ">", f"{corpus}-gpt2-e00", metric="auc",
                   tags=tags_of(score="dc_pdd", length="128"), why="dc_pdd: 30 epochs above the untrained model")
       for corpus, _ in MINK_ATTACKS),

@@ -18,7 +18,7 @@ from harness.io import read_jsonl_objects, read_utf8
 from harness.models import LoadedModel
 from harness.neighbours import cached_neighbours
 from harness.reference.corpus import corpus_of_data
-from harness.scoring import TokenScores, causal_token_logprobs, model_context
+from harness.scoring import TokenScores, causal_token_logprobs, model_context, padding_id
 
 Key = Hashable
 
@@ -105,7 +105,7 @@ def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, T
     encoded = model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]
     fits = [(k, ids) for k, ids in zip(candidates, encoded) if len(prefix_ids) + len(ids) <= context]
     keys = [k for k, _ in fits]
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    pad = padding_id(model.tokenizer)
     conditional = shared_prefix_logprobs(model.model, prefix_ids, [list(ids) for _, ids in fits], batch_size, pad,
                                          progress)
     if conditional is None:  # no reusable key/value cache: the prefix runs with every text
