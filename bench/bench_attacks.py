@@ -15,7 +15,7 @@ Min-K%, are computed once beforehand for both sides where the attack reuses them
           the predicted position through the output head) and their batched scoring; MIMIR: one
           masked-LM forward per text position (`generate_neighbors_`), then `get_lls` of the
           neighbours in padded batches of 4 with a `.item()` per token
-  gradnorm membench: `harness.gradients.gradient_norms` (torch.func vmap of per-text gradients);
+  gradnorm membench: `harness.scoring.gradients.gradient_norms` (torch.func vmap of per-text gradients);
           MIMIR: `GradNormAttack` per text (zero_grad, `get_probabilities` with grads, backward,
           the mean of the parameters' gradient inf-norms)
 
@@ -38,15 +38,15 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from harness import metrics as m
-from harness.gradients import gradient_norms
-from harness.models import ModelSpec, load
-from harness.neighbours import cached_neighbours
+from harness.metrics import memorization as m
+from harness.model.loading import ModelSpec, load
 from harness.reference.checkpoints import resolve_reference_model
 from harness.reference.corpus import reference_corpus
-from harness.scoring import causal_token_logprobs
-from harness.text import truncate_words
+from harness.scoring.causal import causal_token_logprobs
+from harness.scoring.gradients import gradient_norms
+from harness.scoring.text import truncate_words
 from tasks.mink_membership.attacks import recall_scores, reference_scores, token_frequencies
+from tasks.mink_membership.neighbours import cached_neighbours
 
 
 @torch.no_grad()

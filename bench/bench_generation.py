@@ -26,9 +26,9 @@ import time
 
 import torch
 
-from harness.generation import greedy_continuations
-from harness.models import ModelSpec, load
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import build, checkpoint_folders, reference_builds
+from harness.scoring.generation import greedy_continuations
 from tasks.paywall_memorization.data import load_paywall_data
 
 

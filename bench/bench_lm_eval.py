@@ -23,11 +23,11 @@ import time
 import numpy as np
 import torch
 
-from harness.models import ModelSpec, load
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import BuildConfig, build, checkpoint_folders
 from harness.reference.corpus import reference_corpus
-from harness.scoring import causal_token_logprobs
-from harness.text import truncate_words
+from harness.scoring.causal import causal_token_logprobs
+from harness.scoring.text import truncate_words
 
 
 def membench_sums(lm, texts, batch_size, distribution_stats):

@@ -23,7 +23,7 @@ import time
 import torch
 from transformers import BertConfig, BertForTokenClassification, pipeline
 
-from harness.models import ModelSpec, load
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import checkpoint_folders
 from harness.reference.ner_build import NerBuildConfig, build_ner
 from tasks.ner_prompt_memorization.prompts import builtin_prompts, fill

@@ -1,4 +1,4 @@
-"""Speed-up of data-parallel evaluation (`harness.distributed`) on CPU, measured in one run.
+"""Speed-up of data-parallel evaluation (`harness.scoring.distributed`) on CPU, measured in one run.
 
 `membench evaluate --tasks mink_membership` (all 400 reference texts, all prefix lengths,
 `--no-cache`) on the final (30-epoch) reference GPT-2, each configuration a fresh command:
@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.distributed import LAUNCHER_VARIABLES
 from harness.reference.build import BuildConfig, build, checkpoint_folders
+from harness.scoring.distributed import LAUNCHER_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "mink_membership"

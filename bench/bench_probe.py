@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.models import ModelSpec, load
+from harness.model.loading import ModelSpec, load
 from harness.reference.pretrained import minilm_folder
-from harness.representations import contextual_span_vectors, static_span_vectors
-from harness.spans import words_to_text
+from harness.scoring.representations import contextual_span_vectors, static_span_vectors
+from harness.scoring.spans import words_to_text
 from tasks.probe_memorization import method
 from tasks.probe_memorization.data import load_conll_sample, load_probe_data
 from tasks.probe_memorization.probes import train_and_predict

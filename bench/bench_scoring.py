@@ -21,11 +21,11 @@ import time
 
 import torch
 
-from harness.models import ModelSpec, load
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import BuildConfig, build, checkpoint_folders
 from harness.reference.corpus import reference_corpus
-from harness.scoring import causal_token_logprobs, encode_with_bos, sliding_windows
-from harness.text import truncate_words
+from harness.scoring.causal import causal_token_logprobs, encode_with_bos, sliding_windows
+from harness.scoring.text import truncate_words
 
 
 def harness_scoring(lm, texts, batch_size):

@@ -3,7 +3,7 @@
 Masked LMs. The scorer asks one query per (option, token of its template word): the context with the
 word's first i tokens and one mask. Compared on the same examples (the first --examples of the dev
 set's intrasentence part, all three options each):
-  membench   `option_scores` (`harness.masked.mask_fill_probs`): every distinct query text once
+  membench   `option_scores` (`harness.scoring.masked.mask_fill_probs`): every distinct query text once
              (the three options share their first query), sorted by length, in batches of --batch-size
   one-by-one the official code's loop at batch size 1: one forward pass per query, in data order
 Both give the same scores (checked here). Models: the reference masked LM (mlm-bert) and a
@@ -35,7 +35,8 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
-from harness.models import ModelKind, ModelSpec, load
+from harness.core.model_types import ModelKind
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import build, checkpoint_folders, quick_config
 from harness.reference.mlm_build import build_mlm
 from tasks.stereoset.data import DEFAULT, LABELS, load_stereoset

@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.models import ModelKind, ModelSpec, context_length, load
-from harness.bias_metrics import stereoset_scores
+from harness.core.model_types import ModelKind
+from harness.metrics.bias import stereoset_scores
+from harness.model.loading import ModelSpec, context_length, load
 from tasks.stereoset.data import DEFAULT, LABELS, load_stereoset, read_file
 from tasks.stereoset.scoring import option_scores
 
@@ -84,10 +85,10 @@ def make_tiny_bert(folder: Path) -> None:
     """A random masked LM with a dev-set WordPiece vocabulary (see the module docstring)."""
     from transformers import BertConfig, BertForMaskedLM
 
-    from harness.reference.ner_build import train_tokenizer
+    from harness.reference.wordpiece import train_wordpiece_tokenizer
 
     texts = [s for e in load_stereoset(DEFAULT, None).examples for s in e.sentences.values()]
-    tokenizer = train_tokenizer(texts, vocab_size=1500)
+    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=1500)
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
                                        num_attention_heads=2, intermediate_size=128, max_position_embeddings=512))

@@ -1,5 +1,5 @@
 """`python -m harness ...` is the same as the `membench` console script."""
 
-from harness.cli import main
+from harness.app.cli import main
 
 raise SystemExit(main())

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.io import atomic_write_bytes, atomic_write_text
+from harness.core.io import atomic_write_bytes, atomic_write_text
 from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.plots import task_plot
-from leaderboard.site import write_site
 from leaderboard.render import limit_legend, overview_legend, overview_table, skipped_notes, summary_table
+from leaderboard.site import write_site
 
 PLOTS_FOLDER = "leaderboard_plots"
 

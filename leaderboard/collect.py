@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import UserError
-from harness.identity import board_key
-from harness.results import ResultsFile, TaskEntry, load_results
+from harness.core.board_keys import model_key
+from harness.core.errors import UserError
+from harness.core.results import ResultsFile, TaskEntry, load_results
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ def sparsity(results: ResultsFile) -> float | None:
 def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     """One entry per (board key, model name, task): the newest by created_at, then by file name.
 
-    The board key (`harness.identity.board_key`) is the model's full identity, so equal weights
+    The board key (`harness.core.board_keys.board_key`) is the model's full identity, so equal weights
     with another tokenizer, config or kind are another model. The name is part of the key too, so
     that schema 1 files (whose identity was the weights alone) keep such models apart."""
     runs: dict[tuple[str, str, str], list[tuple[str, str, ResultsFile, TaskEntry]]] = {}
     for path, results in files:
         for entry in results.tasks:
-            key = (board_key(results.model), results.model.name, entry.name)
+            key = (*model_key(results), entry.name)
             runs.setdefault(key, []).append((results.created_at, path.name, results, entry))
     board = []
     for (identity, _, _), candidates in runs.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness.results import Headline, Metric
+from harness.core.results import Headline, Metric
 from leaderboard.collect import BoardEntry
 from leaderboard.render import entry_label, escape, limit_mark
 

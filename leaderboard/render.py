@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from scipy.stats import kendalltau
 from tabulate import tabulate
 
-from harness.results import Headline, Metric
+from harness.core.results import Headline, Metric
 from leaderboard.collect import BoardEntry
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")

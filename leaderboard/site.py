@@ -23,12 +23,26 @@ from pathlib import Path
 import jinja2
 from markdown_it import MarkdownIt
 
-from harness.errors import UserError
-from harness.results import ResultsFile
+from harness.core.errors import UserError
+from harness.core.results import ResultsFile
 from leaderboard.collect import BoardEntry, newest_entries, read_submissions
-from leaderboard.render import (LIMIT_MARK, Table, agreement, all_metrics, better_in_words, board_models,
-                                fmt, fmt_metric, headline_value, model_label, overview, plain, short_names,
-                                skipped_notes, summary, task_heads)
+from leaderboard.render import (
+    LIMIT_MARK,
+    agreement,
+    all_metrics,
+    better_in_words,
+    board_models,
+    fmt,
+    fmt_metric,
+    headline_value,
+    model_label,
+    overview,
+    plain,
+    short_names,
+    skipped_notes,
+    summary,
+    task_heads,
+)
 from leaderboard.site_plots import plotly_js, task_figure
 
 MARKER = ".membench-site"  # a folder `membench leaderboard` may replace holds this file

@@ -1,1 +1,1 @@
-"""One package per task; each registers itself from its `task` module (see harness.task.discover)."""
+"""One package per task; each registers itself from its `task` module (see harness.app.registry.discover)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.reproducible import pinned_environment
+from harness.run.reproducible import pinned_environment
 
 # Pinned before PyTorch, MKL and OpenBLAS load (they read these once): the test builds come out
 # as `membench run` and `membench reference build` make them, on any x86-64 CPU with AVX2.
@@ -62,7 +62,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def assert_user_error(capsys, argv: list[str], out: Path | None, *needles: str) -> str:
     """Run the CLI; check the one-line error contract; return the error line."""
     capsys.readouterr()  # drop anything printed while fixtures were set up
-    from harness.cli import main
+    from harness.app.cli import main
 
     code = main(argv)
     captured = capsys.readouterr()

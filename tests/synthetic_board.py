@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_results_and_leaderboard import make_results, submit
 
-from harness.results import Headline, Metric, TaskEntry
+from harness.core.results import Headline, Metric, TaskEntry
 
 KINDS = ("causal-lm", "masked-lm", "seq2seq", "encoder")
 BAR_HEADLINE = Headline(metric="icat", tags={"domain": "all"}, label="ICAT", better="higher")

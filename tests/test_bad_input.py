@@ -1,6 +1,6 @@
 """Bad input gives one `membench: error:` line on stderr, exit status 2, and writes nothing;
 awkward but valid input (no pad token, empty or over-long texts, a model kind a task cannot
-score) still gives a valid results file. Everything runs `harness.cli.main` in-process but the last few
+score) still gives a valid results file. Everything runs `harness.app.cli.main` in-process but the last few
 tests, which run the real command line (what reaches stderr there, a file-size limit)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import assert_user_error, write_jsonl
 
-from harness.cli import main
-from harness.results import load_results
+from harness.app.cli import main
+from harness.core.results import load_results
 
 TASK = "mink_membership"
 FAST = ["--lengths", "1,2", "--bootstrap-resamples", "20", "--device", "cpu", "--no-cache"]
@@ -455,8 +455,8 @@ def test_export_into_an_existing_file(capsys, tiny_lm, tmp_path):
 
 def exported_meta() -> dict:
     """`metadata.membench` as `membench export-lm-eval` writes it (`task_yaml`), for a made-up task."""
-    from harness.lm_eval_export import ExportedMetric, LmEvalTask, task_yaml
-    from harness.results import Headline
+    from harness.core.results import Headline
+    from harness.interop.lm_eval_export import ExportedMetric, LmEvalTask, task_yaml
 
     head = Headline(metric="auc", tags={"score": "loss"}, label="AUC", better="higher")
     task = LmEvalTask(name="membench_x", entry_name="mink_membership", version=1, config={"data": "x"},
@@ -529,7 +529,7 @@ def test_import_with_ill_typed_lm_eval_fields(capsys, tiny_lm, tmp_path, change,
 
 
 def test_stray_world_size_without_a_launcher(capsys, monkeypatch, tiny_lm, out, good_data):
-    from harness.distributed import LAUNCHER_VARIABLES, RENDEZVOUS_VARIABLES
+    from harness.scoring.distributed import LAUNCHER_VARIABLES, RENDEZVOUS_VARIABLES
 
     for name in LAUNCHER_VARIABLES + RENDEZVOUS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -540,7 +540,7 @@ def test_stray_world_size_without_a_launcher(capsys, monkeypatch, tiny_lm, out, 
 
 def test_an_os_error_is_one_line(capsys, monkeypatch):
     """The safety net: an OSError no command turned into a message of its own."""
-    from harness import cli
+    from harness.app import cli
 
     def fail(_):
         raise PermissionError(13, "Permission denied", "/some/file")
@@ -565,7 +565,7 @@ def test_validate_refuses_devices_fifos_and_oversized_files(capsys, monkeypatch,
         assert_user_error(capsys, ["validate", str(path)], None, str(path), "not a regular file")
     good = tmp_path / "ok.json"
     good.write_text(json.dumps(minimal_results()))
-    monkeypatch.setattr("harness.results.RESULTS_MAX_BYTES", 100)
+    monkeypatch.setattr("harness.core.results.RESULTS_MAX_BYTES", 100)
     assert_user_error(capsys, ["validate", str(good)], None, str(good), "more than membench reads from a results file")
 
 
@@ -591,7 +591,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _membench(argv: list[str], tmp_path: Path, file_size_limit: int | None = None) -> subprocess.CompletedProcess:
     import resource
 
-    from harness.distributed import LAUNCHER_VARIABLES
+    from harness.scoring.distributed import LAUNCHER_VARIABLES
 
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     env.update(MEMBENCH_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness import task as task_module
-from harness.models import ModelKind, ModelSpec
-from harness.results import Headline, Metric, load_results
-from harness.runner import EvaluateOptions, evaluate
-from harness.task import RunContext, Task, TaskResult, select
+from harness.app.registry import select
+from harness.core import task as task_module
+from harness.core.model_types import ModelKind
+from harness.core.results import Headline, Metric, load_results
+from harness.core.task import RunContext, Task, TaskResult
+from harness.model.loading import ModelSpec
+from harness.run.runner import EvaluateOptions, evaluate
 
 
 class Calls:
@@ -26,7 +28,7 @@ class _CountingTask(Task):
         return ["one short text", "another short text here"]
 
     def run(self, model, data, config, context) -> TaskResult:
-        from harness.scoring import causal_token_logprobs
+        from harness.scoring.causal import causal_token_logprobs
 
         Calls.count[self.key] += 1
         if self.key == "b" and Calls.interrupt_b:
@@ -118,7 +120,7 @@ def test_a_cached_result_takes_the_tasks_current_headline(tiny_lm, tmp_path, two
 def test_the_cache_key_includes_where_the_data_came_from():
     """A task whose data falls back from the hub to an offline source (same config) must not be
     served the other source's cached result."""
-    from harness.runner import EvaluateOptions, config_hash
+    from harness.run.runner import EvaluateOptions, config_hash
     from tasks.stereoset.task import StereoSetConfig
 
     config, options = StereoSetConfig(), EvaluateOptions()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cli import main
-from harness.task import discover
+from harness.app.cli import main
+from harness.app.registry import discover
 from tasks.mink_membership.task import MinkMembership
 
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from harness.identity import board_key
-from harness.models import ModelSpec
+from harness.app.registry import discover, select
+from harness.core.board_keys import board_key
+from harness.core.results import load_results
+from harness.model.loading import ModelSpec
 from harness.reference.controls import EXPECTATIONS, TOLERANCES, Expectation, compare, headlines, readings, tags_of
-from harness.results import load_results
-from harness.runner import EvaluateOptions, evaluate
-from harness.task import discover, select
+from harness.run.runner import EvaluateOptions, evaluate
 from leaderboard.collect import newest_entries, read_submissions
 from tests.conftest import save_tiny_causal_lm
 
@@ -108,7 +108,7 @@ def test_a_reference_checkpoint_is_filed_under_its_recipe(tmp_path):
 
 def test_every_checkpoint_of_a_recipe_is_compared_with_its_own_committed_file(tmp_path):
     """The checkpoints of one build share its recipe digest; each keeps its own 'before'."""
-    from harness.reference.workflow import newest_by_key
+    from harness.app.job import newest_by_key
 
     out = tmp_path / "submissions"
     for epoch in ("e00", "e01"):
@@ -151,7 +151,7 @@ def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_pat
     """After a task version changes, the new file has another name; `membench run` deletes the old one."""
     import shutil
 
-    from harness.reference.workflow import remove_superseded
+    from harness.app.job import remove_superseded
 
     out = tmp_path / "submissions"
     folder = save_tiny_causal_lm(tmp_path / "tiny-e00")

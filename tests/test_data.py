@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness.data import LocalFile, WheelMember, fetch_first
-from harness.errors import UserError
+from harness.core.errors import UserError
+from harness.files.sources import LocalFile, WheelMember, fetch_first
 from harness.reference.corpus import XSUM_SOURCE, load_xsum_documents, reference_corpus, source_documents
 
 

@@ -1,4 +1,4 @@
-"""Data-parallel evaluation (`harness.distributed`): batch sharding, the results file's record of
+"""Data-parallel evaluation (`harness.scoring.distributed`): batch sharding, the results file's record of
 the processes, `--device-map`, the launcher errors, and 2 CPU processes under `accelerate launch`
 giving exactly the numbers and samples of one process."""
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from conftest import assert_user_error
 
-from harness import distributed
-from harness.cli import main
+from harness.app.cli import main
+from harness.core.results import RunSettings, load_results
 from harness.reference.build import checkpoint_folders
-from harness.results import RunSettings, load_results
+from harness.scoring import distributed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,7 +120,7 @@ def _evaluate(launcher: list[str], model: Path, out: Path, settings: list[str]) 
     for name in distributed.LAUNCHER_VARIABLES:  # a test run under a launcher must not leak into these
         env.pop(name, None)
     # One thread per process in both runs: the sums of a forward or backward pass depend on the number
-    # of threads (harness/reproducible.py), so the guarantee is for the same threads per process.
+    # of threads (harness/run/reproducible.py), so the guarantee is for the same threads per process.
     command = launcher + ["-m", "harness", "evaluate", "--model", str(model), "--device", "cpu", "--no-cache",
                           "--threads", "1", "--log-samples", "--output-path", str(out), *settings]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness import metrics
-from harness.bias_metrics import stereoset_scores
-from harness.evaluate_modules import MODULES, module_path
+from harness.interop.evaluate_modules import MODULES, module_path
+from harness.metrics import memorization as metrics
+from harness.metrics.bias import stereoset_scores
 
 EXACT = {"abs": 1e-12, "rel": 0}
 

@@ -1,4 +1,4 @@
-"""The batched gradient norms (`harness.gradients`) against MIMIR's `GradNormAttack` loop written
+"""The batched gradient norms (`harness.scoring.gradients`) against MIMIR's `GradNormAttack` loop written
 out here, for p = 1, 2, inf, with and without the start token; batch independence; the per-text
 fallback; texts over the context; and a hand-computed case on a one-parameter model."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness import gradients
-from harness.gradients import gradient_norms, norm_of
-from harness.models import ModelSpec, load
-from harness.scoring import encode_with_bos
+from harness.model.loading import ModelSpec, load
+from harness.scoring import gradients
+from harness.scoring.causal import encode_with_bos
+from harness.scoring.gradients import gradient_norms, norm_of
 
 TEXTS = ["the quick brown fox jumps over the lazy dog by the river bank",
          "members of parliament debated",

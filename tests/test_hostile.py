@@ -13,12 +13,22 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_results_and_leaderboard import (ID_A, ID_B, ID_C, make_results, records, section, split_cells, submit,
-                                          table, unescape_markdown)
+from test_results_and_leaderboard import (
+    ID_A,
+    ID_B,
+    ID_C,
+    make_results,
+    records,
+    section,
+    split_cells,
+    submit,
+    table,
+    unescape_markdown,
+)
 
-from harness.cli import main
-from harness.errors import UserError
-from harness.results import Metric, TaskEntry, load_results, parse_results, write_results
+from harness.app.cli import main
+from harness.core.errors import UserError
+from harness.core.results import Metric, TaskEntry, load_results, parse_results, write_results
 from leaderboard import plots
 from leaderboard.build import PLOTS_FOLDER, render_markdown
 from leaderboard.collect import newest_entries, read_submissions
@@ -359,9 +369,9 @@ def test_non_finite_numbers_from_code_are_written_as_undefined(tmp_path):
 
 
 def test_a_task_that_computes_no_metrics_is_skipped_with_its_reason():
-    from harness.models import ModelKind
-    from harness.runner import EvaluateOptions, run_task
-    from harness.task import RunContext, Task, TaskConfig, TaskResult
+    from harness.core.model_types import ModelKind
+    from harness.core.task import RunContext, Task, TaskConfig, TaskResult
+    from harness.run.runner import EvaluateOptions, run_task
 
     class Empty(Task):  # not registered
         NAME, VERSION, DESCRIPTION = "empty_task", 1, "computes nothing"

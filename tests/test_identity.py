@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 from conftest import TINY_TEXTS, write_jsonl
 
-from harness import task as task_module
-from harness.errors import UserError
-from harness.identity import ModelIdentity, board_key, config_sha256, tokenizer_files
-from harness.io import canonical_json, sha256_text
-from harness.models import ModelKind, ModelSpec, load
+from harness.app.registry import select
+from harness.core import task as task_module
+from harness.core.board_keys import board_key
+from harness.core.errors import UserError
+from harness.core.io import canonical_json, sha256_text
+from harness.core.model_types import ModelIdentity, ModelKind
+from harness.core.results import Headline, Metric, ResultsFile, load_results, parse_results
+from harness.core.task import RunContext, Task, TaskResult
+from harness.model.identity import config_sha256, tokenizer_files
+from harness.model.loading import ModelSpec, load
 from harness.reference import train
-from harness.results import Headline, Metric, ResultsFile, load_results, parse_results
-from harness.runner import EvaluateOptions, evaluate
-from harness.task import RunContext, Task, TaskResult, select
+from harness.run.runner import EvaluateOptions, evaluate
 from leaderboard.collect import newest_entries, read_submissions
 
 MINK = "mink_membership"

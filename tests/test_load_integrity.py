@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import assert_user_error, write_jsonl
 
-from harness.identity import tokenizer_files
-from harness.models import ModelKind, ModelSpec, load
+from harness.core.model_types import ModelKind
+from harness.model.identity import tokenizer_files
+from harness.model.loading import ModelSpec, load
 
 WORDS = ["the", "a", "man", "woman", "doctor", "nurse", "said", "went", "home", "to", "work", "."]
 
@@ -169,7 +170,7 @@ def test_tokenizer_with_an_empty_vocabulary(capsys, tmp_path, out, data):
 
 
 def test_a_clean_load_passes_and_logs_its_report(tiny_lm, caplog):
-    caplog.set_level(logging.INFO, logger="harness.models")
+    caplog.set_level(logging.INFO, logger="harness.model.loading")
     lm = load(ModelSpec(str(tiny_lm)))
     assert lm.kind is ModelKind.CAUSAL_LM
     assert "all 17 tensors loaded" in caplog.text  # 16 stored + the tied lm_head
@@ -186,7 +187,7 @@ def test_a_tied_lm_head_is_not_flagged(tiny_lm):
 
 def test_heads_a_kind_does_not_use_are_allowed(tmp_path, caplog):
     """A masked LM scored as an encoder: its MLM head is left out and the (unused) pooler missing."""
-    caplog.set_level(logging.INFO, logger="harness.models")
+    caplog.set_level(logging.INFO, logger="harness.model.loading")
     folder = save_bert(tmp_path / "mlm", "BertForMaskedLM")
     assert load(ModelSpec(str(folder))).kind is ModelKind.MASKED_LM
     lm = load(ModelSpec(str(folder), kind=ModelKind.ENCODER))

@@ -1,4 +1,4 @@
-"""Each metric in harness.metrics against a hand-computed case."""
+"""Each metric in harness.metrics.memorization against a hand-computed case."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from harness import metrics
+from harness.metrics import memorization as metrics
 
 TEN = np.array([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -8.0, -9.0, -10.0])
 

@@ -15,11 +15,10 @@ from conftest import assert_user_error, save_tiny_causal_lm, write_jsonl
 from test_load_integrity import save_bert
 from test_mink_membership import TASK, TEXTS
 
-from harness import metrics as m
-from harness.cli import main
-from harness.neighbours import Candidate, neighbour_texts, pick_swaps, swap_text
-from harness.results import load_results
-
+from harness.app.cli import main
+from harness.core.results import load_results
+from harness.metrics import memorization as m
+from tasks.mink_membership.neighbours import Candidate, neighbour_texts, pick_swaps, swap_text
 
 # ---------------------------------------------------------------- formulas, by hand
 
@@ -106,7 +105,8 @@ def models(tmp_path_factory):
 
 
 def load(path):
-    from harness.models import ModelSpec, load as load_model
+    from harness.model.loading import ModelSpec
+    from harness.model.loading import load as load_model
 
     return load_model(ModelSpec(model=str(path), device="cpu"))
 
@@ -170,9 +170,9 @@ def test_the_prefix_cache_gives_the_scores_of_the_prefix_run_with_every_text(tin
     """ReCaLL's prefix runs once and its key/value cache serves every text: the same log-probs as
     running [BOS] + prefix + text for each text (`target_logprobs`), up to float rounding; a model
     without a usable cache gets None (the caller falls back to that plain path)."""
-    from harness import conditional
-    from harness.conditional import shared_prefix_logprobs, target_logprobs
-    from harness.models import ModelSpec, load
+    from harness.model.loading import ModelSpec, load
+    from harness.scoring import conditional
+    from harness.scoring.conditional import shared_prefix_logprobs, target_logprobs
 
     lm = load(ModelSpec(model=str(tiny_lm), device="cpu"))
     prefix, texts = "members of", [text[:16] for text in TEXTS] + ["x"]
@@ -233,8 +233,8 @@ def test_dc_pdd_agrees_with_mimir(models, data, tmp_path, cap):
 
 
 def test_ne_is_loss_minus_mean_neighbour_loss(models, skip_run, membench_cache):
-    from harness.neighbours import cached_neighbours
-    from harness.scoring import causal_token_logprobs
+    from harness.scoring.causal import causal_token_logprobs
+    from tasks.mink_membership.neighbours import cached_neighbours
 
     entry, samples = skip_run
     target, mlm = load(models["lm"]), load(models["mlm"])
@@ -248,7 +248,7 @@ def test_ne_is_loss_minus_mean_neighbour_loss(models, skip_run, membench_cache):
 
 
 def test_neighbours_come_from_the_cache(models, monkeypatch):
-    import harness.neighbours as neighbours
+    import tasks.mink_membership.neighbours as neighbours
 
     mlm = load(models["mlm"])
     first = neighbours.cached_neighbours(mlm, TEXTS[:2], 2, 0.1, seed=5)

@@ -11,10 +11,10 @@ import datasets
 import pytest
 from conftest import assert_user_error, write_jsonl
 
-from harness.cli import main
-from harness.data import HubDataset
-from harness.errors import UserError
-from harness.results import load_results
+from harness.app.cli import main
+from harness.core.errors import UserError
+from harness.core.results import load_results
+from harness.files.sources import HubDataset
 from tasks.mink_membership.data import WIKIMIA_SPLITS, load_membership_data
 
 WIKIMIA_ROWS = {split: {"input": [f"event {n} words {i}" for i in range(4)], "label": [1, 0, 1, 0]}

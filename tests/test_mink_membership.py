@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import write_jsonl
 
-from harness.cli import main
-from harness.results import load_results
+from harness.app.cli import main
+from harness.core.results import load_results
 
 TASK = "mink_membership"
 TEXTS = ["the quick brown fox jumps over the lazy dog by the river bank",
@@ -95,7 +95,7 @@ def test_too_short_and_no_scored_token_are_counted_apart(tiny_lm, tmp_path):
 
 def test_lm_eval_export_refuses_first_token_skip():
     """lm-eval scores every token (the first conditioned on its prefix token): `skip` has no export."""
-    from harness.errors import UserError
+    from harness.core.errors import UserError
     from tasks.mink_membership.for_lm_eval import export
     from tasks.mink_membership.task import MinkConfig, MinkMembership
 

@@ -10,10 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-
-from harness import models, runner
-from harness.task import select
 from model_families import FAMILIES, build_family
+
+from harness.app.registry import select
+from harness.model import loading as models
+from harness.run import runner
 
 # Only the amount of work: permutations, probe repetitions and sizes, fine-tuning runs and epochs.
 CHEAP = {"permutation_samples": 100, "max_exact_partitions": 100, "train_sizes": (4,), "repetitions": 1,
@@ -93,7 +94,7 @@ def test_unknown_architecture_name_falls_back_on_its_suffix():
 
 
 def test_architectures_must_be_a_list_of_names():
-    from harness.errors import UserError
+    from harness.core.errors import UserError
 
     with pytest.raises(UserError, match="architectures"):
         models.detect_kind({"architectures": 5})
@@ -106,8 +107,8 @@ def named_family(name: str):
 def test_causal_hidden_states_start_with_bos_like_scores(family_root):
     """One rule (`causal_start_token`): a GPT-2-style tokenizer adds no BOS, yet the hidden states of
     a causal LM are read from [BOS] + the text, as its scores are; an encoder keeps [CLS] ... [SEP]."""
-    from harness.scoring import causal_start_token, encode_with_bos
-    from harness.spans import align_spans
+    from harness.scoring.causal import causal_start_token, encode_with_bos
+    from harness.scoring.spans import align_spans
 
     tokenizer = models.load_tokenizer(build_family(named_family("gpt2"), family_root), trust_remote_code=False)
     bos = causal_start_token(tokenizer)
@@ -121,8 +122,9 @@ def test_causal_hidden_states_start_with_bos_like_scores(family_root):
 
 
 def test_tasks_all_skips_a_task_that_refuses_the_model_but_a_named_one_is_an_error(family_root, tmp_path, capsys):
-    from harness.cli import main
-    from model_families import BERT_TOKENS, Family, NER_TASKS, _BERT_LIKE, _labels
+    from model_families import _BERT_LIKE, BERT_TOKENS, NER_TASKS, Family, _labels
+
+    from harness.app.cli import main
 
     no_person = Family("ner-no-person", "BertConfig", "BertForTokenClassification",
                        dict(_BERT_LIKE, **_labels(["O", "B-LOC", "I-LOC"])), BERT_TOKENS, "token-classifier", NER_TASKS)

@@ -12,14 +12,15 @@ from scipy.stats import chi2
 from statsmodels.stats.contingency_tables import cochrans_q as statsmodels_cochrans_q
 from transformers import BertConfig, BertForTokenClassification
 
-from harness import metrics as m
-from harness.cli import main
-from harness.models import ModelSpec, load
+from harness.app.cli import main
+from harness.core.results import load_results
+from harness.metrics import memorization as m
+from harness.model.loading import ModelSpec, load
 from harness.reference import ner_data
 from harness.reference.build import read_manifest
-from harness.reference.ner_build import NerBuildConfig, build_ner, train_tokenizer, untrained_model
-from harness.results import load_results
-from harness.token_classes import span_label_probs
+from harness.reference.ner_build import NerBuildConfig, build_ner, untrained_model
+from harness.reference.wordpiece import train_wordpiece_tokenizer
+from harness.scoring.token_classes import span_label_probs
 from tasks.ner_prompt_memorization import prompts as P
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.entities import entity_label_set
@@ -31,7 +32,7 @@ TINY_SENTENCES = ["Anna Berg met Tom Diaz in Oslo .", "The bank said profits ros
 
 def save_tiny_ner(folder: Path, labels: tuple[str, ...] = ner_data.LABELS) -> Path:
     """A 1-layer BERT token classifier with random weights and the given labels."""
-    tokenizer = train_tokenizer(TINY_SENTENCES, vocab_size=200)
+    tokenizer = train_wordpiece_tokenizer(TINY_SENTENCES, vocab_size=200)
     config = NerBuildConfig(hidden_size=32, n_layer=1, n_head=2, intermediate_size=64, max_positions=64)
     model = untrained_model(len(tokenizer), config)
     if labels != ner_data.LABELS:
@@ -603,7 +604,7 @@ def test_a_named_task_skipped_for_the_model_kind_is_a_warning(capsys, tmp_path, 
 
 
 def test_the_board_compares_models_prompt_rankings_with_kendalls_tau():
-    from harness.results import TaskEntry
+    from harness.core.results import TaskEntry
     from leaderboard.collect import BoardEntry
     from leaderboard.render import agreement_table
 
@@ -625,9 +626,9 @@ def test_the_board_compares_models_prompt_rankings_with_kendalls_tau():
 @pytest.mark.parametrize("kind", ["wordpiece", "byte-level"])
 def test_the_name_span_selects_exactly_the_names_tokens(kind):
     from harness.reference import train
-    from harness.spans import span_token_indices as _span_token_indices
+    from harness.scoring.spans import span_token_indices as _span_token_indices
 
-    tokenizer = (train_tokenizer(TINY_SENTENCES, vocab_size=200) if kind == "wordpiece"
+    tokenizer = (train_wordpiece_tokenizer(TINY_SENTENCES, vocab_size=200) if kind == "wordpiece"
                  else train.train_tokenizer(TINY_SENTENCES, vocab_size=300))
     for prompt in ("I met MASK today.", "MASK won.", "Say hi to MASK!"):
         sentence, (start, end) = P.fill(prompt, "Anna Berg")

@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 from conftest import TINY_TEXTS, assert_user_error, write_jsonl
 
-from harness import metrics
-from harness.cli import main
-from harness.generation import _fitting_batches, greedy_continuations
-from harness.models import ModelSpec, load
+from harness.app.cli import main
+from harness.app.registry import select
+from harness.core.results import load_results
+from harness.metrics import memorization as metrics
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import build, read_manifest, reference_builds
 from harness.reference.corpus import reference_corpus
-from harness.results import load_results
-from harness.runner import EvaluateOptions, evaluate
-from harness.task import select
-from harness.text import truncate_words
+from harness.run.runner import EvaluateOptions, evaluate
+from harness.scoring.generation import _fitting_batches, greedy_continuations
+from harness.scoring.text import truncate_words
 from tasks.paywall_memorization.data import first_sentence, split_article
 
 TASK = "paywall_memorization"

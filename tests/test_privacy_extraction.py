@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from harness import metrics as m
-from harness.cli import main
-from harness.conditional import encode_pairs, target_logprobs
-from harness.models import ModelSpec, load
+from harness.app.cli import main
+from harness.metrics import memorization as m
+from harness.model.loading import ModelSpec, load
+from harness.scoring.conditional import encode_pairs, target_logprobs
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import PRIVACY_FIELDS, URL_PREFIX, memorization_secrets, privacy_secrets
 from tests.conftest import assert_user_error
-
 
 # ---------------------------------------------------------------- data and formats
 
@@ -148,7 +147,7 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
 
 
 def test_limit_cuts_every_group_and_keeps_the_strings_of_the_full_data():
-    from harness.task import RunContext
+    from harness.core.task import RunContext
     from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 
     task, config = PrivacyExtraction(), PrivacyConfig(n_unique=60, n_persons=50)
@@ -200,8 +199,8 @@ def test_limited_runs_of_the_old_limit_rule_are_not_served_from_the_cache():
     run's did not (the committed submissions' keys are recomputed as they were)."""
     from pathlib import Path
 
-    from harness.results import load_results
-    from harness.runner import EvaluateOptions, config_hash, settings_hash
+    from harness.core.results import load_results
+    from harness.run.runner import EvaluateOptions, config_hash, settings_hash
     from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 
     assert PrivacyExtraction.LIMIT_VERSION == 2

@@ -10,14 +10,20 @@ import numpy as np
 import pytest
 from conftest import assert_user_error
 
-from harness.cli import main
-from harness.models import ModelSpec, load
+from harness.app.cli import main
+from harness.core.results import load_results
+from harness.core.task import RunContext
+from harness.model.loading import ModelSpec, load
 from harness.reference.pretrained import minilm_folder
-from harness.results import load_results
-from harness.task import RunContext
 from tasks.probe_memorization import method
-from tasks.probe_memorization.data import (ProbeData, Sentence, load_conll_sample, parse_conll, parse_conllu,
-                                           split_sample)
+from tasks.probe_memorization.data import (
+    ProbeData,
+    Sentence,
+    load_conll_sample,
+    parse_conll,
+    parse_conllu,
+    split_sample,
+)
 from tasks.probe_memorization.task import ProbeMemorization, ProbeMemorizationConfig
 
 TASK = "probe_memorization"

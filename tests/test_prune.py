@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from harness.cli import main
-from harness.models import ModelSpec, load
-from harness.prune import linear_modules
+from harness.app.cli import main
+from harness.model.loading import ModelSpec, load
+from harness.model.prune import linear_modules
 from leaderboard.build import render_markdown
 from tests.conftest import assert_user_error
 from tests.test_ner_prompt_memorization import save_tiny_ner

@@ -15,13 +15,20 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.models import ModelSpec
+from harness.app.registry import select
+from harness.core.results import load_results
+from harness.model.loading import ModelSpec
 from harness.reference.build import MANIFEST, BuildConfig, build, checkpoint_folders
-from harness.reference.train import (DOC_SEPARATOR, TrainConfig, length_batches, padded_loss, train_tokenizer,
-                                     training_sequences, untrained_model)
-from harness.results import load_results
-from harness.runner import EvaluateOptions, evaluate
-from harness.task import select
+from harness.reference.train import (
+    DOC_SEPARATOR,
+    TrainConfig,
+    length_batches,
+    padded_loss,
+    train_tokenizer,
+    training_sequences,
+    untrained_model,
+)
+from harness.run.runner import EvaluateOptions, evaluate
 
 
 def headline_auc(path, length: str = "64") -> float:

@@ -10,12 +10,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.models import ModelKind, ModelSpec, load
+from harness.core.model_types import ModelKind
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import MANIFEST, read_manifest
-from harness.reference.mlm_build import (EVAL_BATCH, FIRST_WORD_ID, IGNORED, MASK_SEED_OFFSET, MlmBuildConfig,
-                                         build_mlm, encode_blocks, heldout_texts, mask_tokens, padded_batch,
-                                         pretraining_texts)
-from harness.reference.ner_build import SPECIAL_TOKENS, train_tokenizer
+from harness.reference.mlm_build import (
+    EVAL_BATCH,
+    FIRST_WORD_ID,
+    IGNORED,
+    MASK_SEED_OFFSET,
+    MlmBuildConfig,
+    build_mlm,
+    encode_blocks,
+    heldout_texts,
+    mask_tokens,
+    padded_batch,
+    pretraining_texts,
+)
+from harness.reference.wordpiece import SPECIAL_TOKENS, train_wordpiece_tokenizer
 from tests.conftest import TINY_TEXTS
 
 QUICK = MlmBuildConfig(max_words_per_document=24, max_positions=64, epochs=(0, 2), heldout_documents=50,
@@ -23,10 +34,10 @@ QUICK = MlmBuildConfig(max_words_per_document=24, max_positions=64, epochs=(0, 2
 DATA_SCRIPT = """
 import json, sys, torch
 from harness.reference.mlm_build import MlmBuildConfig, encode_blocks, mask_tokens, padded_batch, pretraining_texts
-from harness.reference.ner_build import train_tokenizer
+from harness.reference.wordpiece import train_wordpiece_tokenizer
 config = MlmBuildConfig(**json.loads(sys.argv[1]))
 texts = pretraining_texts(config)
-tokenizer = train_tokenizer(texts, config.vocab_size)
+tokenizer = train_wordpiece_tokenizer(texts, config.vocab_size)
 rows = encode_blocks(tokenizer, texts, config.max_positions)
 inputs, labels = mask_tokens(padded_batch(rows[:64])[0], tokenizer.mask_token_id, len(tokenizer),
                              torch.Generator().manual_seed(config.seed))
@@ -42,7 +53,7 @@ def quick_mlm(membench_cache) -> Path:
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return train_tokenizer(TINY_TEXTS, vocab_size=200)
+    return train_wordpiece_tokenizer(TINY_TEXTS, vocab_size=200)
 
 
 def masked_loss(lm, rows: list[list[int]], seed: int) -> float:
@@ -118,7 +129,7 @@ def test_the_data_and_its_masking_are_the_same_in_every_process():
                          text=True, check=True)
     there = json.loads(run.stdout)
     texts = pretraining_texts(QUICK)
-    tokenizer = train_tokenizer(texts, QUICK.vocab_size)
+    tokenizer = train_wordpiece_tokenizer(texts, QUICK.vocab_size)
     rows = encode_blocks(tokenizer, texts, QUICK.max_positions)
     inputs, labels = mask_tokens(padded_batch(rows[:64])[0], tokenizer.mask_token_id, len(tokenizer),
                                  torch.Generator().manual_seed(QUICK.seed))

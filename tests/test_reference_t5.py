@@ -11,10 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.models import ModelKind, ModelSpec, load
+from harness.core.model_types import ModelKind
+from harness.model.loading import ModelSpec, load
 from harness.reference.build import MANIFEST, read_manifest
-from harness.reference.t5_build import (SENTINELS, T5BuildConfig, build_t5, pretraining_texts, span_corruption,
-                                        train_t5_tokenizer)
+from harness.reference.t5_build import (
+    SENTINELS,
+    T5BuildConfig,
+    build_t5,
+    pretraining_texts,
+    span_corruption,
+    train_t5_tokenizer,
+)
 from tests.conftest import TINY_TEXTS
 
 TINY = T5BuildConfig(vocab_size=300, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, pretrain_steps=12,

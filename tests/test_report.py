@@ -10,17 +10,27 @@ from types import SimpleNamespace
 
 from conftest import write_jsonl
 
-from harness import distributed
-from harness.cli import main
-from harness.models import ModelKind, ModelSpec
-from harness.progress import bar_desc, labelled
-from harness.reference import workflow
+from harness.app.cli import main
+from harness.app.report import evaluated_message, headline_line, results_table
+from harness.core.model_types import ModelKind
+from harness.core.progress import bar_desc, labelled
+from harness.core.results import (
+    Environment,
+    HarnessInfo,
+    Headline,
+    Metric,
+    ModelInfo,
+    ResultsFile,
+    RunSettings,
+    TaskEntry,
+    write_results,
+)
+from harness.core.task import RunContext, Task, TaskResult
+from harness.model.loading import ModelSpec
+from harness.app import job as workflow
 from harness.reference.build import MANIFEST, Recipe
-from harness.report import evaluated_message, headline_line, results_table
-from harness.results import (Environment, HarnessInfo, Headline, Metric, ModelInfo, ResultsFile, RunSettings,
-                             TaskEntry, write_results)
-from harness.runner import EvaluateOptions, run_task
-from harness.task import RunContext, Task, TaskResult
+from harness.run.runner import EvaluateOptions, run_task
+from harness.scoring import distributed
 from tasks.mink_membership.task import MinkMembership
 
 MINK_TAGS = {"score": "min_k_20", "length": "128"}

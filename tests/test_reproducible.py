@@ -1,4 +1,4 @@
-"""Pinned numerics (harness/reproducible.py): the reference build code gives the same weights
+"""Pinned numerics (harness/run/reproducible.py): the reference build code gives the same weights
 under emulated CPUs, the pins are what makes it so, and thread counts follow the machine."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import reproducible
+from harness.run import reproducible
 from tests.conftest import assert_user_error
 
 SCRIPT = Path(__file__).with_name("tiny_training.py")
@@ -84,7 +84,7 @@ def test_cgroup_quota_caps_the_cores(monkeypatch, tmp_path):
 
 
 def test_evaluate_threads_flag_sets_torch_threads(tiny_lm, tmp_path):
-    from harness.cli import main
+    from harness.app.cli import main
 
     before = torch.get_num_threads()
     try:

@@ -12,10 +12,20 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from harness.cli import main
-from harness.results import (Environment, HarnessInfo, Metric, ModelInfo, ResultsFile, RunSettings, TaskEntry,
-                             load_results, safe_file_stem, write_results)
-from harness.runner import results_stem
+from harness.app.cli import main
+from harness.core.results import (
+    Environment,
+    HarnessInfo,
+    Metric,
+    ModelInfo,
+    ResultsFile,
+    RunSettings,
+    TaskEntry,
+    load_results,
+    safe_file_stem,
+    write_results,
+)
+from harness.run.runner import results_stem
 from leaderboard.build import PLOTS_FOLDER, render_markdown
 from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.render import agreement_table, all_metrics, task_table
@@ -469,7 +479,7 @@ LIMIT_LEGEND = "† limit N: run with `--limit N`"
 
 
 def test_runs_with_limit_are_marked_in_every_table(tmp_path):
-    from harness.results import Headline
+    from harness.core.results import Headline
 
     summary = [Headline(metric="auc", tags={"score": "min_k_20", "length": "128"}, label="AUC 128", better="lower")]
     runs = [make_results("model-a", ID_A, auc=0.61), make_results("model-b", ID_B, auc=0.72, limit=5),
@@ -517,7 +527,7 @@ def test_a_skipped_run_with_limit_is_marked_and_full_boards_carry_no_mark(tmp_pa
 
 
 def test_a_task_summary_table_shows_its_summary_metrics_with_directions(tmp_path):
-    from harness.results import Headline
+    from harness.core.results import Headline
 
     summary = [Headline(metric="auc", tags={"score": "min_k_20", "length": "128"}, label="AUC 128", better="lower"),
                Headline(metric="auc", tags={"score": "min_k_20", "length": "32"}, label="AUC 32", better="ideal",

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.models import ModelSpec, load
-from harness.scoring import causal_token_logprobs, encode_with_bos, prefix_roots
-from harness.text import truncate_words
+from harness.model.loading import ModelSpec, load
+from harness.scoring.causal import causal_token_logprobs, encode_with_bos, prefix_roots
+from harness.scoring.text import truncate_words
 
 CONTEXT = 32
 WORDS = ("the quick brown fox jumps over lazy dog river bank journey of a thousand miles begins "

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from harness import metrics as m
-from harness.results import Headline, Metric, TaskEntry
+from harness.core.results import Headline, Metric, TaskEntry
+from harness.metrics import memorization as m
 from leaderboard.collect import BoardEntry
 from leaderboard.render import overview_table, task_table
 from tasks.privacy_extraction.task import over_seeds

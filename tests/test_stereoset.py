@@ -14,17 +14,25 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import ByteLevelBPETokenizer
-from transformers import (AddedToken, BartConfig, BartForConditionalGeneration, BartTokenizerFast, BertConfig,
-                          BertForMaskedLM, RobertaConfig, RobertaForMaskedLM)
+from transformers import (
+    AddedToken,
+    BartConfig,
+    BartForConditionalGeneration,
+    BartTokenizerFast,
+    BertConfig,
+    BertForMaskedLM,
+    RobertaConfig,
+    RobertaForMaskedLM,
+)
 
-from harness.bias_metrics import stereoset_scores
-from harness.masked import mask_fill_probs
-from harness.models import ModelSpec, load
-from harness.reference.ner_build import train_tokenizer
+from harness.core.errors import UserError
+from harness.metrics.bias import stereoset_scores
+from harness.model.loading import ModelSpec, load
+from harness.reference.wordpiece import train_wordpiece_tokenizer
+from harness.scoring.masked import mask_fill_probs
 from tasks.stereoset import data as D
 from tasks.stereoset.for_lm_eval import doc_item, sentence_requests
 from tasks.stereoset.scoring import masked_lm_queries, option_scores, start_token, word_positions
-from harness.errors import UserError
 from tests.conftest import assert_user_error, save_tiny_causal_lm
 
 FLAT = [
@@ -111,7 +119,7 @@ def test_template_words_follow_the_official_rule():
 @pytest.fixture(scope="module")
 def tiny_mlm(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-mlm") / "tiny-mlm"
-    tokenizer = train_tokenizer(TINY_TEXTS, vocab_size=60)  # small: words split into several pieces
+    tokenizer = train_wordpiece_tokenizer(TINY_TEXTS, vocab_size=60)  # small: words split into several pieces
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
@@ -393,7 +401,7 @@ def test_byte_level_masked_lm_reads_the_word_tokenized_alone(tiny_roberta, tmp_p
 
 
 def test_evaluate_writes_lms_ss_icat_consistent_with_the_samples(tiny_mlm, tmp_path, capsys):
-    from harness.cli import main
+    from harness.app.cli import main
 
     data = write(tmp_path / "f.jsonl", FLAT)
     out = tmp_path / "out"

@@ -1,11 +1,11 @@
-"""Word segmentation and truncation (harness.text)."""
+"""Word segmentation and truncation (harness.scoring.text)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.errors import UserError
-from harness.text import truncate_words, word_end_offsets
+from harness.core.errors import UserError
+from harness.scoring.text import truncate_words, word_end_offsets
 
 
 def test_english_word_offsets():

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.bias_metrics import weat_associations, weat_effect_size, weat_p_value, weat_statistic
-from harness.data import WheelFolder
-from harness.models import ModelSpec, load
+from harness.core.task import RunContext
+from harness.files.sources import WheelFolder
+from harness.metrics.bias import weat_associations, weat_effect_size, weat_p_value, weat_statistic
+from harness.model.loading import ModelSpec, load
 from harness.reference.pretrained import minilm_folder
-from harness.task import RunContext
 from tasks.weat.data import load_weat
 from tasks.weat.task import WeatConfig, run_test, word_vectors
 from tests.conftest import assert_user_error
@@ -166,7 +166,7 @@ def test_a_real_encoder_shows_the_universal_associations(minilm):
 
 
 def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys):
-    from harness.cli import main
+    from harness.app.cli import main
 
     out = tmp_path / "out"
     assert main(["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--tests", "weat6,weat7,weat9",

@@ -11,9 +11,9 @@ import pytest
 from browser import browser_errors, chromium_driver
 from test_results_and_leaderboard import ID_A, ID_B, ID_C, make_results, submit
 
-from harness.cli import main
-from harness.errors import UserError
-from harness.results import ResultsFile
+from harness.app.cli import main
+from harness.core.errors import UserError
+from harness.core.results import ResultsFile
 from leaderboard.site import MARKER, render_site, write_site
 
 EVIL = '<img src=x onerror="window.pwned=1"><b>bold</b>'

@@ -1,6 +1,6 @@
 """Train a tiny GPT-2 with the reference build code (tokenizer, model, AdamW epochs) and print the
 sha256 of its saved weights. The determinism tests run it under emulated CPUs
-(`ATEN_CPU_CAPABILITY`), pinned by `harness.reproducible.run_pinned` as the reference builds are,
+(`ATEN_CPU_CAPABILITY`), pinned by `harness.run.reproducible.run_pinned` as the reference builds are,
 or `--unpinned` to show what the pins remove.
 
 usage: python tests/tiny_training.py OUTPUT_FOLDER [--unpinned]
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import reproducible
+from harness.run import reproducible
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog near the river bank.",
@@ -26,7 +26,7 @@ def main() -> int:
         status = reproducible.run_pinned([sys.executable, __file__, *sys.argv[1:]])
         if status is not None:
             return status
-    from harness.models import weight_files, weights_identity
+    from harness.model.loading import weight_files, weights_identity
     from harness.reference import train
 
     folder = Path(sys.argv[1])

@@ -17,14 +17,20 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from harness.io import atomic_write_text, cache_dir, canonical_json, sha256_text
-from harness.models import weight_files, weights_identity
-from harness.reproducible import NUMERICS, with_reference_threads
+from harness.core.io import atomic_write_text, cache_dir, canonical_json, sha256_text
+from harness.files.staging import make_staging, publish_folder
+from harness.model.loading import weight_files, weights_identity
 from harness.reference import train
-from harness.reference.corpus import (CORPORA, REFERENCE, corpus_record, corpus_sha256, outside_documents,
-                                     reference_corpus)
-from harness.staging import make_staging, publish_folder
-from harness.text import truncate_words
+from harness.reference.corpus import (
+    CORPORA,
+    REFERENCE,
+    corpus_record,
+    corpus_sha256,
+    outside_documents,
+    reference_corpus,
+)
+from harness.run.reproducible import NUMERICS, with_reference_threads
+from harness.scoring.text import truncate_words
 
 log = logging.getLogger(__name__)
 

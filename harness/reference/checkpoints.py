@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 from harness.reference.corpus import REFERENCE
 
 PREFIX = REFERENCE + ":"
@@ -19,7 +19,7 @@ def built_checkpoints() -> dict[str, Path]:
     """Every checkpoint of the reference builds (full recipes first, then the quick ones) that is
     built in the cache, by its folder name; the first build holding a name wins."""
     from harness.reference.build import MANIFEST, read_manifest
-    from harness.reference.workflow import reference_recipes
+    from harness.reference.recipes import reference_recipes
 
     found: dict[str, Path] = {}
     for quick in (False, True):

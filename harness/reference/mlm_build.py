@@ -1,7 +1,7 @@
 """The reference masked LM: a small BERT pre-trained on CPU on public English text, the model the
 bias tasks (WEAT, StereoSet) score.
 
-A cased WordPiece tokenizer is built by counting (`ner_build.train_tokenizer`) from the first
+A cased WordPiece tokenizer is built by counting (`wordpiece.train_wordpiece_tokenizer`) from the first
 `max_words_per_document` words of every document of the English reference corpus (members and
 non-members alike: this is public pre-training data, not any task's members). Each document's
 tokens are cut into pieces that fit the context, each framed `[CLS] ... [SEP]`. A `BertForMaskedLM`
@@ -23,18 +23,17 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-from harness.io import canonical_json, sha256_text
+from harness.core.io import canonical_json, sha256_text
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import CORPORA, corpus_record, document_prefixes, source_documents
-from harness.reference.ner_build import IGNORED, SPECIAL_TOKENS, train_tokenizer
-from harness.reference.t5_build import flushing_denormals
-from harness.reference.train import seed_everything, train_epochs
-from harness.reproducible import with_reference_threads
-from harness.scoring import right_pad
-from harness.text import word_end_offsets
+from harness.reference.train import IGNORED, flushing_denormals, seed_everything, train_epochs
+from harness.reference.wordpiece import SPECIAL_TOKENS, train_wordpiece_tokenizer
+from harness.run.reproducible import with_reference_threads
+from harness.scoring.batching import right_pad
+from harness.scoring.text import word_end_offsets
 
 CORPUS = "xsum"
-FIRST_WORD_ID = len(SPECIAL_TOKENS)  # `train_tokenizer` puts the special tokens first
+FIRST_WORD_ID = len(SPECIAL_TOKENS)  # `train_wordpiece_tokenizer` puts the special tokens first
 MASK_SEED_OFFSET = 1  # the masking generator's seed is config.seed + this; the held-out one + 2
 EVAL_BATCH = 64  # held-out rows masked and scored per batch (the masks depend on it)
 
@@ -205,7 +204,7 @@ def build_mlm(config: MlmBuildConfig = MlmBuildConfig(), folder: Path | None = N
     if is_built(folder, data_sha) and not force:
         return folder
     started = time.perf_counter()
-    tokenizer = train_tokenizer(texts, config.vocab_size)
+    tokenizer = train_wordpiece_tokenizer(texts, config.vocab_size)
     rows = encode_blocks(tokenizer, texts, config.max_positions)
     heldout_rows = encode_blocks(tokenizer, heldout, config.max_positions)
     model = untrained_model(len(tokenizer), config)

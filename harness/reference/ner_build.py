@@ -11,22 +11,18 @@ in-train names only (`ner_data.training_sentences`). Every subword token carries
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import BertWordPieceTokenizer, pre_tokenizers
-from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast
+from transformers import BertConfig, BertForTokenClassification
 
 from harness.reference import ner_data
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
-from harness.reference.train import seed_everything, train_epochs
-from harness.reproducible import with_reference_threads
-from harness.scoring import right_pad
-
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-IGNORED = -100  # label of a token that is not predicted (padding; in the MLM, unmasked tokens): no loss
+from harness.reference.train import IGNORED, seed_everything, train_epochs
+from harness.reference.wordpiece import train_wordpiece_tokenizer
+from harness.run.reproducible import with_reference_threads
+from harness.scoring.batching import right_pad
 
 
 @dataclass(frozen=True)
@@ -67,26 +63,6 @@ class NerBuildConfig(Recipe):
     def task_settings(self) -> dict[str, str]:
         """Task settings that evaluate the checkpoints on their own names."""
         return {"names": ner_data.REFERENCE_NAMES}
-
-
-def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A cased WordPiece tokenizer with BERT's special tokens and [CLS] ... [SEP] framing.
-
-    Its vocabulary, in id order: the special tokens, every character of the texts (alone and as a
-    `##` continuation), then whole words by falling count (ties alphabetical) up to `vocab_size`;
-    rarer words are spelled with characters. Built by counting because the `tokenizers` WordPiece
-    trainer breaks count ties differently in every process, so its vocabulary is not reproducible.
-    """
-    counts = Counter(word for text in texts for word, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(text))
-    characters = sorted({ch for word in counts for ch in word})
-    vocab = SPECIAL_TOKENS + characters + ["##" + ch for ch in characters]
-    known = set(vocab)
-    words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if w not in known]
-    vocab += words[: max(0, vocab_size - len(vocab))]
-    wordpiece = BertWordPieceTokenizer({token: i for i, token in enumerate(vocab)}, lowercase=False,
-                                       strip_accents=False)
-    return PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
 
 
 def untrained_model(vocab_size: int, config: NerBuildConfig) -> BertForTokenClassification:
@@ -144,7 +120,7 @@ def build_ner(config: NerBuildConfig = NerBuildConfig(), folder: Path | None = N
         return folder
     started = time.perf_counter()
     sentences = ner_data.training_sentences(names, config.mentions_per_name, config.seed)
-    tokenizer = train_tokenizer(ner_data.vocabulary_sentences(names, config.mentions_per_name, config.seed),
+    tokenizer = train_wordpiece_tokenizer(ner_data.vocabulary_sentences(names, config.mentions_per_name, config.seed),
                                 config.vocab_size)
     model = untrained_model(len(tokenizer), config)
     rows = encode(tokenizer, sentences)

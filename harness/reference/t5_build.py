@@ -16,24 +16,22 @@ import copy
 import random
 import string
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
-from harness.io import canonical_json, sha256_text
-from harness.progress import bar_desc
-from harness.prune import CONFIG_KEY, prune_model
+from harness.core.io import canonical_json, sha256_text
+from harness.core.progress import bar_desc
+from harness.model.prune import CONFIG_KEY, prune_model
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import corpus_record, document_prefixes
-from harness.reference.train import seed_everything
-from harness.reproducible import with_reference_threads
-from harness.scoring import right_pad
+from harness.reference.train import IGNORED, flushing_denormals, seed_everything
+from harness.run.reproducible import with_reference_threads
+from harness.scoring.batching import right_pad
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
 SENTINELS = [f"<extra_id_{i}>" for i in range(100)]
@@ -41,7 +39,6 @@ ALPHABET = ["▁", *string.ascii_letters, *string.digits]  # always in the vocab
 CORPUS = "xsum"
 NOISE_DENSITY = 0.15
 MEAN_SPAN_LENGTH = 3.0
-IGNORED = -100  # label of padding: no loss
 LOSS_POINTS = 5  # the manifest records the mean pre-training loss of this many windows of steps
 
 
@@ -153,17 +150,6 @@ def document_order(n_documents: int, n_draws: int, generator: torch.Generator) -
     while len(order) < n_draws:
         order += torch.randperm(n_documents, generator=generator).tolist()
     return order[:n_draws]
-
-
-@contextmanager
-def flushing_denormals() -> Iterator[None]:
-    """Flush subnormal floats to zero meanwhile: AdamW's moments of rarely seen tokens decay into
-    subnormals, which made the CPU steps twice as slow by the end of pre-training."""
-    torch.set_flush_denormal(True)
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)
 
 
 def pretrain(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer: PreTrainedTokenizerFast,

@@ -1,12 +1,15 @@
-"""Train the reference tokenizer (byte-level BPE) and a small GPT-2 causal LM on CPU, deterministically."""
+"""Training code the reference builds share: the byte-level BPE tokenizer and small GPT-2 of the causal
+builds, seeding, epochs over length-sorted batches, the label of unpredicted tokens and flushing of
+subnormal floats; all on CPU, deterministically."""
 
 from __future__ import annotations
 
 import logging
 import random
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -14,13 +17,13 @@ from tokenizers import ByteLevelBPETokenizer
 from tqdm.auto import tqdm
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from harness.progress import bar_desc
-from harness.scoring import right_pad
+from harness.core.progress import bar_desc
+from harness.scoring.batching import right_pad
 
 log = logging.getLogger(__name__)
 
 DOC_SEPARATOR = "<|endoftext|>"
-IGNORED = -100  # label of padding: not predicted
+IGNORED = -100  # label of a token that is not predicted (padding; in the MLM, unmasked tokens): no loss
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,17 @@ class TrainConfig:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@contextmanager
+def flushing_denormals() -> Iterator[None]:
+    """Flush subnormal floats to zero meanwhile: AdamW's moments of rarely seen tokens decay into
+    subnormals, which made the CPU steps twice as slow by the end of pre-training."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
 
 
 def seed_everything(seed: int) -> None:

@@ -1,7 +1,7 @@
 """The membership attacks beyond the target's own token log-probs: reference model, neighbourhood,
 ReCaLL, DC-PDD and gradient norm. Each takes the cut texts to score (by key) and returns
 key -> score, higher = more likely a member; a text it cannot score is left out (counted by the task).
-Formulas: `harness.metrics` (and `harness.gradients` for the gradient norm); the card gives sources.
+Formulas: `harness.metrics.memorization` (and `harness.scoring.gradients` for the gradient norm); the card gives sources.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from typing import Hashable
 
 import numpy as np
 
-from harness import metrics as m
-from harness.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
-from harness.errors import UserError
-from harness.io import read_jsonl_objects, read_utf8
-from harness.models import LoadedModel
-from harness.neighbours import cached_neighbours
+from harness.core.errors import UserError
+from harness.core.io import read_jsonl_objects, read_utf8
+from harness.core.model_types import LoadedModel
+from harness.metrics import memorization as m
 from harness.reference.corpus import corpus_of_data
-from harness.scoring import TokenScores, causal_token_logprobs, model_context, padding_id
+from harness.scoring.batching import model_context, padding_id
+from harness.scoring.causal import TokenScores, causal_token_logprobs
+from harness.scoring.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
+from tasks.mink_membership.neighbours import cached_neighbours
 
 Key = Hashable
 
@@ -37,7 +38,7 @@ def reference_scores(reference: LoadedModel, texts: dict[Key, str], target: dict
 def neighbourhood_scores(target_model: LoadedModel, neighbour_model: LoadedModel, texts: dict[Key, str],
                          target: dict[Key, TokenScores], config, seed: int, batch_size: int,
                          progress) -> tuple[dict[Key, float], dict[Key, int]]:
-    """`ne`: the text's LOSS score minus the mean LOSS score of its neighbours (`harness.neighbours`,
+    """`ne`: the text's LOSS score minus the mean LOSS score of its neighbours (`tasks.mink_membership.neighbours`,
     made by `neighbour_model`); also each text's number of neighbours (fewer than asked for when
     a short text has fewer distinct swaps)."""
     keys = [k for k in texts if k in target]
@@ -161,8 +162,8 @@ def dc_pdd_scores(frequencies: np.ndarray, target: dict[Key, TokenScores], cap: 
 def gradnorm_scores(model: LoadedModel, texts: dict[Key, str], config, batch_size: int,
                     progress) -> dict[Key, float]:
     """`gradnorm`: minus the mean over parameters of the p-norm of the gradient of the text's mean
-    token NLL (`harness.gradients.gradient_norms`; MIMIR's value)."""
-    from harness.gradients import gradient_norms
+    token NLL (`harness.scoring.gradients.gradient_norms`; MIMIR's value)."""
+    from harness.scoring.gradients import gradient_norms
 
     keys = list(texts)
     norms = gradient_norms(model.model, model.tokenizer, [texts[k] for k in keys], p=float(config.gradnorm_p),

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data import HubDataset, membership_label
-from harness.errors import UserError
-from harness.io import read_jsonl_objects
-from harness.models import looks_like_path
-from harness.task import LimitTooSmall
+from harness.core.errors import UserError
+from harness.core.io import read_jsonl_objects
+from harness.core.task import LimitTooSmall
+from harness.files.sources import HubDataset, membership_label
+from harness.model.loading import looks_like_path
 from harness.reference.corpus import corpus_of_data, reference_corpus
 
 TEXT_COLUMNS = ("text", "input")

@@ -2,7 +2,7 @@
 
 lm-eval returns a text's summed token log-probability (the first token conditioned on its prefix
 token, BOS or else EOS), not per-token values, so of this task's scores only LOSS (Yeom et al.
-2018; the mean token log-probability, `harness.metrics.loss_score`) can be computed there: each
+2018; the mean token log-probability, `harness.metrics.memorization.loss_score`) can be computed there: each
 document carries its token count under the export's tokenizer and `doc_item` divides. Min-K%,
 Min-K%++ and zlib stay membench's own. AUC and TPR@FPR per prefix length are membench's
 `roc_auc` and `tpr_at_fpr` (FPR < level, and FPR <= level as `..._inclusive`), over the finite
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import metrics as m
-from harness.errors import UserError
-from harness.lm_eval_export import ExportedMetric, LmEvalTask
-from harness.results import Headline
-from harness.text import truncate_words
+from harness.core.errors import UserError
+from harness.core.results import Headline
+from harness.interop.lm_eval_export import ExportedMetric, LmEvalTask
+from harness.metrics import memorization as m
+from harness.scoring.text import truncate_words
 from tasks.mink_membership.data import MembershipData
 
 ENTRY = "loss_membership"

@@ -14,15 +14,23 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from harness import metrics as m
-from harness.errors import UserError
-from harness.models import LoadedModel, ModelKind
-from harness.results import Headline, Metric
-from harness.scoring import TokenScores, causal_token_logprobs, token_text
-from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
-from harness.text import truncate_words
-from tasks.mink_membership.attacks import (dc_pdd_corpus, dc_pdd_scores, gradnorm_scores, neighbourhood_scores,
-                                           recall_prefix, recall_scores, reference_scores, token_frequencies)
+from harness.core.errors import UserError
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.results import Headline, Metric
+from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics import memorization as m
+from harness.scoring.causal import TokenScores, causal_token_logprobs, token_text
+from harness.scoring.text import truncate_words
+from tasks.mink_membership.attacks import (
+    dc_pdd_corpus,
+    dc_pdd_scores,
+    gradnorm_scores,
+    neighbourhood_scores,
+    recall_prefix,
+    recall_scores,
+    reference_scores,
+    token_frequencies,
+)
 from tasks.mink_membership.data import MembershipData, load_membership_data
 
 log = logging.getLogger(__name__)

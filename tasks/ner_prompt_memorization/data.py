@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import UserError
-from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
+from harness.core.errors import UserError
+from harness.core.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
 from tasks.ner_prompt_memorization.entities import check_type
 from tasks.ner_prompt_memorization.prompts import SLOT, PromptSet, load_prompts
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 ENTITY_TYPES = ("PER", "LOC", "ORG", "MISC")
 # Label stems a model may use for each type: B-PER/I-PER (CoNLL-2003) or B-PERSON/I-PERSON (OntoNotes), ...

@@ -14,8 +14,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.errors import UserError
-from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
+from harness.core.errors import UserError
+from harness.core.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
 from tasks.ner_prompt_memorization.entities import check_type
 
 SLOT = "MASK"

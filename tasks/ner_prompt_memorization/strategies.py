@@ -6,7 +6,7 @@ model; per subword token of the name the max of P(l) over the labels l of the en
 paper; max(P(B-X), P(I-X), P(E-X), P(S-X)) for IOBES, likewise BILOU; P(X) for IO); the mean over
 the name's tokens (float64).
 M-MEM of a prompt: the share of (in-train, out-train) pairs whose in-train name is more confident,
-ties 1/2 (`harness.metrics.preference_share`, from ranks).
+ties 1/2 (`harness.metrics.memorization.preference_share`, from ranks).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.metrics import preference_share
-from harness.token_classes import span_label_probs
+from harness.metrics.memorization import preference_share
+from harness.scoring.token_classes import span_label_probs
 from tasks.ner_prompt_memorization.prompts import Prompt, fill, removable_tokens, remove_token, token_spans
 
 

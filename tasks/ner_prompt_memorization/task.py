@@ -17,10 +17,10 @@ import numpy as np
 from pydantic import Field, PositiveInt
 from scipy.stats import kendalltau, rankdata
 
-from harness import metrics as m
-from harness.models import LoadedModel, ModelKind
-from harness.results import Headline, Metric
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.results import Headline, Metric
+from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics import memorization as m
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.data import NerData, load_ner_data
 from tasks.ner_prompt_memorization.entities import EntityLabels, entity_label_set

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.data import membership_label
-from harness.errors import UserError
-from harness.io import read_jsonl_objects
+from harness.core.errors import UserError
+from harness.core.io import read_jsonl_objects
+from harness.files.sources import membership_label
 from harness.reference.corpus import corpus_of_data, reference_corpus
-from harness.text import word_end_offsets
+from harness.scoring.text import word_end_offsets
 
 JAPANESE_SENTENCE_END = re.compile(r"[。！？]")
 ENGLISH_SENTENCE_END = (".", "!", "?")
@@ -153,3 +153,14 @@ def load_paywall_data(data: str, language: str, max_public_words: int, reference
         raise UserError(f"{source}: no articles to evaluate")
     examples = [make_example(article, language) for article in articles]
     return PaywallData(examples, source, len(articles) + too_short, too_short)
+
+
+# Member groups by label: the metrics are reported per group and over all examples.
+GROUPS = {1: "members", 0: "non_members", None: "all"}
+
+
+def reference_budgets(tokenizer, examples: list[Example]) -> list[int]:
+    """New tokens generated per example: the token count of its reference (with the private part's
+    leading whitespace, as it would follow the prompt)."""
+    return [len(ids) for ids in tokenizer([e.continuation_prefix + e.reference for e in examples],
+                                          add_special_tokens=False)["input_ids"]]

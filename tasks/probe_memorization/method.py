@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.metrics import mean_and_std
+from harness.metrics.memorization import mean_and_std
 
 
 @dataclass(frozen=True)

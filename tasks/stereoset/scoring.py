@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.conditional import target_logprobs
-from harness.errors import UserError
-from harness.masked import mask_fill_probs
-from harness.models import LoadedModel, ModelKind
-from harness.scoring import causal_token_logprobs, next_token_logprobs
+from harness.core.errors import UserError
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.scoring.causal import causal_token_logprobs, next_token_logprobs
+from harness.scoring.conditional import target_logprobs
+from harness.scoring.masked import mask_fill_probs
 from tasks.stereoset.data import LABELS, Example
 
 T5_SENTINEL = "<extra_id_0>"

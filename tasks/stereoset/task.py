@@ -14,11 +14,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from harness.bias_metrics import stereoset_scores
-from harness.errors import UserError
-from harness.models import LoadedModel, ModelKind
-from harness.results import Headline, Metric
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.errors import UserError
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.results import Headline, Metric
+from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics.bias import stereoset_scores
 from tasks.stereoset.data import DEFAULT, DOMAINS, LABELS, StereoSetData, load_stereoset
 from tasks.stereoset.scoring import option_scores, seq2seq_rule, start_token
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import UserError
-from harness.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
+from harness.core.errors import UserError
+from harness.core.io import SETTINGS_MAX_BYTES, parse_json_object, read_utf8
 
 BUILTIN = Path(__file__).with_name("weat_tests.json")
 GROUPS = ("race", "gender", "other")

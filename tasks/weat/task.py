@@ -12,11 +12,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from harness.bias_metrics import weat_associations, weat_effect_size, weat_p_value, weat_statistic
-from harness.models import LoadedModel
-from harness.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
-from harness.results import Headline, Metric
-from harness.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.model_types import LoadedModel
+from harness.core.results import Headline, Metric
+from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics.bias import weat_associations, weat_effect_size, weat_p_value, weat_statistic
+from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
 from tasks.weat.data import WeatData, WeatTest, load_weat
 
 TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.", "{} is here.", "{} is there.")

@@ -1,0 +1,72 @@
+"""What the commands tell a person: the closing results table of `membench evaluate` (stdout)
+and the stage lines of `membench run` (stderr, one line per stage, terminal or not)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+from tabulate import tabulate
+
+from harness.core.results import ResultsFile, TaskEntry
+from leaderboard.render import fmt_metric
+
+REASON_WIDTH = 48  # a skip reason longer than this is shortened in the table (the file has it whole)
+
+
+def status_text(entry: TaskEntry) -> str:
+    """`ok`, or `skipped: <reason>` with the reason shortened to `REASON_WIDTH` characters."""
+    if entry.status == "ok":
+        return "ok"
+    reason = textwrap.shorten(entry.skip_reason or "no reason given", REASON_WIDTH, placeholder="...",
+                               break_on_hyphens=False)
+    return f"skipped: {reason}"
+
+
+def headline_cells(entry: TaskEntry) -> list[str]:
+    """[headline label and better direction, its value, its n] of an entry; empty cells when the
+    entry was skipped or has no headline, `n/a` when the headline metric is missing."""
+    if entry.status != "ok" or entry.headline is None:
+        return ["", "", ""]
+    metric = entry.headline_metric()
+    label = f"{entry.headline.label} {entry.headline.direction()}"
+    if metric is None:
+        return [label, "n/a", ""]
+    return [label, fmt_metric(metric, interval=True), "" if metric.n is None else str(metric.n)]
+
+
+def results_table(results: ResultsFile) -> str:
+    """The closing table of `membench evaluate`: a line naming the model and run settings, then one
+    row per task: task, version, status, headline metric (with its better direction), value, n and
+    the task's wall time in seconds (that of the run that computed it, when it came from the cache)."""
+    model, run = results.model, results.run
+    settings = [model.kind, model.device, model.dtype, f"batch size {run.batch_size}", f"seed {run.seed}"]
+    if run.limit is not None:
+        settings.append(f"limit {run.limit}")
+    rows = [[entry.name, entry.version, status_text(entry), *headline_cells(entry),
+             f"{entry.wall_time_s:.1f}" if entry.status == "ok" else ""] for entry in results.tasks]
+    table = tabulate(rows, headers=["task", "version", "status", "headline", "value", "n", "time (s)"],
+                     disable_numparse=True)
+    return f"{model.name} ({', '.join(settings)})\n\n{table}"
+
+
+def headline_line(entry: TaskEntry) -> str:
+    """One task's outcome on one line: `<task>: <headline> <direction> <value>`, or why it was skipped."""
+    label, value, _ = headline_cells(entry)
+    if entry.status != "ok" or not label:
+        return f"{entry.name}: {status_text(entry)}"
+    return f"{entry.name}: {label} {value}"
+
+
+def stage(message: str) -> None:
+    """Print one stage of a long command, `membench: <message>`, on stderr, flushed at once, so that
+    a log that is no terminal (CI, nohup, a pipe) shows the run as it goes."""
+    print(f"membench: {message}", file=sys.stderr, flush=True)
+
+
+def evaluated_message(name: str, results: ResultsFile, seconds: float) -> str:
+    """The stage message of a finished evaluation: `evaluate <name>: done in N s`, then each task's
+    headline on its own indented line."""
+    lines = [f"evaluate {name}: done in {seconds:.0f} s"]
+    lines += [f"    {headline_line(entry)}" for entry in results.tasks]
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""The contract between the runner and a task, and the task registry.
+
+A task is a class with NAME, VERSION (an int; bump it whenever what the task computes changes),
+DESCRIPTION, MODEL_KINDS, HEADLINE (optionally SUMMARY), a pydantic `Config`, and `load_data` / `run`. It registers itself with
+`@register`; the application imports every package under `tasks/` (`harness.app.registry.discover`),
+and the runner, handed task classes, never names one. `--limit` (a test run) reaches `load_data` as `RunContext.limit`; each task card
+says what it cuts, and LIMIT_VERSION is bumped when only that changes.
+"""
+
+from __future__ import annotations
+
+import typing
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.core.errors import UserError
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.results import Headline, Metric
+
+# Flags the runner owns; a task config field may not reuse these names.
+RESERVED_FIELDS = frozenset({"model", "revision", "model_kind", "tasks", "batch_size", "device", "dtype",
+                             "limit", "seed", "log_samples", "output_path", "trust_remote_code",
+                             "allow_pickle", "model_name", "no_cache", "verbose"})
+
+# The largest seed membench takes (`--seed`, `--reference-seed`, ...): numpy's global seed, which
+# the reference training sets, takes 0 to 2**32 - 1, and its generators refuse negative seeds.
+MAX_SEED = 2**32 - 1
+
+
+def is_sequence(annotation) -> bool:
+    """Whether a config field holds several values (a tuple or list, optional or not): its command-line
+    flag and its `membench run` setting take them comma-separated."""
+    if typing.get_origin(annotation) in (tuple, list):
+        return True
+    return any(is_sequence(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+
+
+def split_commas(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_settings(tasks: list[type["Task"]], settings: dict[str, str]) -> dict[str, Any]:
+    """Settings written as on the command line (strings; several values comma-separated) turned into
+    the values the flags would give: a field that holds several values gets the list."""
+    fields = {name: field for task in tasks for name, field in task.Config.model_fields.items()}
+    return {key: split_commas(value) if key in fields and is_sequence(fields[key].annotation) else value
+            for key, value in settings.items()}
+
+
+class TaskConfig(BaseModel):
+    """Base of every task's settings: frozen, and unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LimitTooSmall(UserError):
+    """`--limit` leaves a task too little data to compute its metrics (membership inference with one
+    class, say). The runner skips that task with this message as its reason; the data is fine."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Runner settings a task may use; none of them may change what a text scores."""
+
+    batch_size: int = 16
+    limit: int | None = None
+    seed: int = 0
+    progress: bool | None = None
+    # The auxiliary models the task asked for (`Task.auxiliary_models`), by role, loaded by the runner.
+    models: dict[str, LoadedModel] = field(default_factory=dict)
+
+
+@dataclass
+class TaskResult:
+    """What a task returns: metrics, sample counts, per-sample records and facts about the run."""
+
+    metrics: list[Metric]
+    counts: dict[str, int]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    # Per-item values of a metric, series name -> item id -> value (see `results.TaskEntry`).
+    item_scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Why `metrics` is empty, when the task can tell (the data had nothing it could score); the
+    # runner records a task without metrics as skipped, with this reason.
+    no_metrics_reason: str | None = None
+
+
+class Task(ABC):
+    NAME: ClassVar[str]
+    VERSION: ClassVar[int]
+    DESCRIPTION: ClassVar[str]
+    MODEL_KINDS: ClassVar[frozenset[ModelKind]]
+    HEADLINE: ClassVar[Headline]
+    # Metrics for the board's summary table of this task (one column each), when its full table is long.
+    SUMMARY: ClassVar[tuple[Headline, ...]] = ()
+    # What `--limit` cuts (a test run's data): bump it when that changes but full runs do not, so
+    # the cache serves no limited run of the old rule (full runs' cache keys and VERSION stay).
+    LIMIT_VERSION: ClassVar[int] = 1
+    Config: ClassVar[type[TaskConfig]] = TaskConfig
+
+    @abstractmethod
+    def load_data(self, config: TaskConfig, context: RunContext) -> Any:
+        """Read and check the task's data; called before any model is loaded, so bad data fails fast."""
+
+    @abstractmethod
+    def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
+        """Score `model` on `data`. Never loads a model and never writes a file."""
+
+    def auxiliary_models(self, config: TaskConfig) -> dict[str, str]:
+        """Other models the task scores with besides the evaluated one (a reference model, say), as
+        role -> model id, path or `reference:<checkpoint>`. The runner loads them as it loads the
+        evaluated model (same device, dtype and safety settings), puts their identities into the
+        cache key and hands them to `run` as `context.models[role]`."""
+        return {}
+
+    def check_model(self, model: LoadedModel, config: TaskConfig) -> None:
+        """Raise a `UserError` when a model of a supported kind still cannot be scored with `config`
+        (say, it lacks labels the task reads). Called for every task before any task runs."""
+
+    def lm_eval_export(self, data: Any, config: TaskConfig, tokenizer, context: int | None):
+        """This task on `data` as an lm-evaluation-harness task (`harness.interop.lm_eval_export.LmEvalTask`)
+        for a causal LM with `tokenizer` and context length `context`. Only the tasks lm-eval's
+        request types can express override it; `membench export-lm-eval` exports those."""
+        return None
+
+    def skip_reason(self, model: LoadedModel) -> str | None:
+        """Why this task cannot score `model`, or None when it can."""
+        if model.kind not in self.MODEL_KINDS:
+            kinds = ", ".join(sorted(k.value for k in self.MODEL_KINDS))
+            return f"{self.NAME} scores {kinds} models, not {model.kind.value} models"
+        return None
+
+
+_REGISTRY: dict[str, type[Task]] = {}
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: add a task to the registry after checking its declaration."""
+    if not isinstance(getattr(cls, "VERSION", None), int) or cls.VERSION < 1:
+        raise TypeError(f"{cls.__name__}.VERSION must be a positive int")
+    clash = RESERVED_FIELDS.intersection(cls.Config.model_fields)
+    if clash:
+        raise TypeError(f"{cls.__name__}.Config reuses runner flag names: {sorted(clash)}")
+    if cls.NAME in _REGISTRY and _REGISTRY[cls.NAME] is not cls:
+        raise TypeError(f"two tasks are named {cls.NAME!r}")
+    _REGISTRY[cls.NAME] = cls
+    return cls
+
+
+def registered_tasks() -> dict[str, type[Task]]:
+    """The tasks registered so far, by name (the application imports them all: `harness.app.registry`)."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def select_from(registry: dict[str, type[Task]], names: str) -> list[type[Task]]:
+    """The tasks of `registry` named in a comma-separated list, or all of them for `all`."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        raise UserError("no task named; see `membench tasks`")
+    if wanted == ["all"]:
+        return list(registry.values())
+    unknown = [n for n in wanted if n not in registry]
+    if unknown:
+        raise UserError(f"unknown task {unknown[0]!r}; known tasks: {', '.join(registry)}")
+    return [registry[n] for n in dict.fromkeys(wanted)]

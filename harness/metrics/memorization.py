@@ -1,0 +1,280 @@
+"""Metric functions on plain numbers: no torch. Each docstring gives the formula and its source.
+
+Orientation convention for membership scores: higher means "more likely a training member".
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+from rapidfuzz.distance import Levenshtein
+from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score, roc_curve
+
+# ---------------------------------------------------------------- membership scores (one text each)
+
+def loss_score(logprobs: np.ndarray) -> float:
+    """Negative mean NLL: (1/n) sum_t log p(x_t | x_<t) (Yeom et al. 2018's LOSS attack)."""
+    return float(np.mean(logprobs))
+
+
+def zlib_score(text: str, logprobs: np.ndarray) -> float:
+    """Loss over zlib entropy: (1/n) sum_t log p(x_t | x_<t) / len(zlib(text)) (Carlini et al. 2021).
+
+    zlib entropy is the byte length of the zlib-compressed UTF-8 text, as in the Min-K% code.
+    """
+    return float(np.mean(logprobs)) / len(zlib.compress(text.encode("utf-8")))
+
+
+def lowest_k_count(n_tokens: int, k_percent: float) -> int:
+    """How many tokens Min-K% averages: int(n * k / 100) as in Shi et al.'s code, at least 1."""
+    return max(1, int(n_tokens * k_percent / 100))
+
+
+def min_k_score(logprobs: np.ndarray, k_percent: float) -> float:
+    """Min-K% Prob (Shi et al. 2024): mean of the lowest k% token log-probs log p(x_t | x_<t).
+
+    NaN when any value is NaN (sorting would move NaNs last and hide them behind finite values).
+    """
+    if np.isnan(logprobs).any():
+        return float("nan")
+    lowest = np.sort(logprobs)[: lowest_k_count(len(logprobs), k_percent)]
+    return float(np.mean(lowest))
+
+
+def min_k_plus_plus_score(logprobs: np.ndarray, dist_mean: np.ndarray, dist_std: np.ndarray,
+                          k_percent: float) -> float:
+    """Min-K%++ (Zhang et al. 2024): mean of the lowest k% of (log p(x_t|x_<t) - mu_t) / sigma_t.
+
+    mu_t = E_{z ~ p(.|x_<t)} log p(z|x_<t) and sigma_t its standard deviation over the vocabulary.
+    A position whose next-token distribution is a point mass (sigma_t = 0) contributes 0; NaN in any
+    input gives NaN (not a hidden 0).
+    """
+    if np.isnan(logprobs).any() or np.isnan(dist_mean).any() or np.isnan(dist_std).any():
+        return float("nan")
+    safe_std = np.where(dist_std > 0, dist_std, 1.0)
+    standardized = np.where(dist_std > 0, (logprobs - dist_mean) / safe_std, 0.0)
+    return min_k_score(standardized, k_percent)
+
+
+def reference_score(target_logprobs: np.ndarray, reference_logprobs: np.ndarray) -> float:
+    """Reference-model calibration (Carlini et al. 2021; MIMIR's `ref`): the target's LOSS score
+    minus a reference model's on the same text, (1/n) sum_t log p(x_t) - (1/m) sum_t log q(x_t),
+    each model with its own tokenizer (n and m tokens). MIMIR returns target NLL - reference NLL
+    (lower = member): this is its negation."""
+    return loss_score(target_logprobs) - loss_score(reference_logprobs)
+
+
+def neighbourhood_score(text_logprobs: np.ndarray, neighbour_logprobs: list[np.ndarray]) -> float:
+    """Neighbourhood attack (Mattern et al. 2023; MIMIR's `ne`): the text's LOSS score minus the
+    mean LOSS score of its N neighbours, (1/n) sum_t log p(x_t) - (1/N) sum_j (1/n_j) sum_t log p(x^j_t).
+    MIMIR returns NLL(x) - mean_j NLL(x^j) (lower = member): this is its negation. NaN without neighbours."""
+    if not neighbour_logprobs:
+        return float("nan")
+    return loss_score(text_logprobs) - float(np.mean([loss_score(lp) for lp in neighbour_logprobs]))
+
+
+def recall_score(conditional_logprobs: np.ndarray, logprobs: np.ndarray) -> float:
+    """ReCaLL (Xie et al. 2024): LL(x | P) / LL(x), the mean token log-likelihood of the text given a
+    non-member prefix P over its mean log-likelihood alone (both negative). Conditioning on
+    non-members lowers a member's likelihood more, so higher = member. MIMIR's `recall` returns
+    -LL(x | P) / NLL(x) = -(this) (lower = member)."""
+    return loss_score(conditional_logprobs) / loss_score(logprobs)
+
+
+def laplace_token_frequencies(counts: np.ndarray) -> np.ndarray:
+    """Laplace-smoothed relative frequencies (c_v + 1) / (sum_v c_v + V) over a vocabulary of V
+    tokens, as DC-PDD's code (Zhang et al. 2024) and MIMIR's `dc_pdd` smooth their corpus counts."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return (counts + 1.0) / (counts.sum() + len(counts))
+
+
+def dc_pdd_score(token_ids: np.ndarray, logprobs: np.ndarray, frequencies: np.ndarray, cap: float = 0.01) -> float:
+    """DC-PDD (Zhang et al. 2024, *Pretraining Data Detection for LLMs: A Divergence-based
+    Calibration Method*): over the first occurrence of each distinct token x_i of the text,
+    alpha_i = min(p(x_i | x_<i) * log(1 / f(x_i)), a) with f the smoothed token frequency in a
+    reference corpus (`laplace_token_frequencies`) and a the cap (default 0.01); the score is the
+    mean of alpha_i. Higher = member. MIMIR's `dc_pdd` returns its negation (lower = member)."""
+    first = np.unique(np.asarray(token_ids), return_index=True)[1]
+    first.sort()
+    alpha = np.exp(logprobs[first]) * -np.log(frequencies[np.asarray(token_ids)[first]])
+    return float(np.mean(np.minimum(alpha, cap))) if len(first) else float("nan")
+
+
+# ---------------------------------------------------------------- detection metrics (labels + scores)
+
+def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve of `scores` separating labels 1 (members) from 0 (scikit-learn)."""
+    return float(roc_auc_score(labels, scores))
+
+
+def tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, level: float, inclusive: bool = False) -> float:
+    """True-positive rate at a false-positive rate below `level`, as the field's public code reads it.
+
+    Over scikit-learn's `roc_curve(labels, scores)` (its default `drop_intermediate=True`), the TPR
+    of the last curve point with FPR < level: `tpr[np.where(fpr < level)[0][-1]]`, as in MIMIR
+    (Duan et al. 2024, `compute_metrics_from_scores` in run.py), Shi et al. 2024's Min-K% code
+    (src/eval.py) and Carlini et al. 2022's LiRA code. With `inclusive=True`, FPR <= level, as in
+    Zhang et al. 2024's Min-K%++ code (run.py). The curve is non-decreasing, so this is the largest
+    TPR over its points below (or at) the level; the first point is (0, 0), so one always exists
+    for 0 < level. The two differ whenever some threshold has FPR exactly `level`.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"the FPR level must lie strictly between 0 and 1; got {level}")
+    fpr, tpr, _ = roc_curve(labels, scores)
+    below = fpr <= level if inclusive else fpr < level
+    return float(tpr[np.flatnonzero(below)[-1]])
+
+
+def rank_auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """ROC AUC of each row from ranks (Mann-Whitney U / (n1 n0)); ties get average ranks.
+
+    AUC = (sum of positive ranks - n1 (n1 + 1) / 2) / (n1 n0). `labels` and `scores` are 2-D
+    (one resample per row); a row with a single class gives NaN.
+    """
+    labels = np.atleast_2d(labels).astype(bool)
+    ranks = rankdata(np.atleast_2d(scores), axis=1)
+    n_pos = labels.sum(axis=1)
+    n_neg = labels.shape[1] - n_pos
+    u = (ranks * labels).sum(axis=1) - n_pos * (n_pos + 1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
+
+
+def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: int = 1000,
+                           confidence: float = 0.95, seed: int = 0) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of the ROC AUC: resample texts with replacement (seeded),
+    recompute the AUC of each resample, take the (1-c)/2 and (1+c)/2 quantiles.
+    Resamples that contain one class only are dropped; (None, None) when none is left.
+    Scores must be finite (a NaN rank would make every resample's AUC NaN)."""
+    labels, scores = np.asarray(labels), np.asarray(scores)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(labels), size=(n_resamples, len(labels)))
+    aucs = rank_auc(labels[draws], scores[draws])
+    aucs = aucs[~np.isnan(aucs)]
+    if aucs.size == 0:
+        return None, None
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(aucs, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+# ---------------------------------------------------------------- memorization of continuations (characters)
+
+def forward_match(generation: str, reference: str) -> int:
+    """Eidetic memorization (Ishihara & Takahashi 2024): the number of leading characters of
+    `generation` equal to `reference`, i.e. the length of their common prefix."""
+    return len(os.path.commonprefix([generation, reference]))
+
+
+def approximate_memorization(generation: str, reference: str) -> float:
+    """Approximate memorization (Ishihara & Takahashi 2024):
+    1 - Levenshtein(generation, reference) / max(len(generation), len(reference)), in characters
+    (rapidfuzz); 1.0 when both are empty."""
+    longest = max(len(generation), len(reference))
+    if longest == 0:
+        return 1.0
+    return 1.0 - Levenshtein.distance(generation, reference) / longest
+
+
+def memorization_summary(eidetic: np.ndarray, approximate: np.ndarray) -> dict[str, float]:
+    """Summary of a set of continuations (Ishihara & Takahashi 2024): the max and mean of the
+    per-example `forward_match` counts and the mean and median of the per-example
+    `approximate_memorization` similarities. Raises ValueError on an empty set."""
+    eidetic, approximate = np.asarray(eidetic), np.asarray(approximate)
+    if eidetic.size == 0 or eidetic.shape != approximate.shape:
+        raise ValueError(f"memorization_summary needs equally many eidetic ({eidetic.size}) and approximate "
+                         f"({approximate.size}) values, at least one")
+    return {"eidetic_max": float(eidetic.max()), "eidetic_mean": float(eidetic.mean()),
+            "approximate_mean": float(approximate.mean()), "approximate_median": float(np.median(approximate))}
+
+
+# ---------------------------------------------------------------- pairwise preference (two groups of scores)
+
+def preference_share(higher: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """Share of the pairs (a in `higher`, b in `lower`) with a > b, ties counting 1/2, per row:
+    the Mann-Whitney U of `higher` divided by n_higher n_lower, computed from ranks as `rank_auc`.
+
+    Rows are compared row by row (one row per prompt, say); 1-D inputs give a 1-element array.
+    This is Xia et al. 2024's M-MEM when `higher` holds in-train and `lower` out-train confidences.
+    """
+    higher, lower = np.atleast_2d(higher), np.atleast_2d(lower)
+    labels = np.r_[np.ones(higher.shape[1]), np.zeros(lower.shape[1])]
+    return rank_auc(labels, np.concatenate([higher, lower], axis=1))
+
+
+def pair_preferences(higher: np.ndarray, lower: np.ndarray, chunk: int = 64) -> np.ndarray:
+    """S[i * n_lower + j, r] = 1 when higher[r, i] > lower[r, j], 1/2 when equal, else 0.
+
+    One row per pair, one column per row of the inputs (prompts); float16 holds 0, 1/2 and 1
+    exactly. Built in chunks of `higher` columns, so the only large array is the result.
+    """
+    higher, lower = np.atleast_2d(higher), np.atleast_2d(lower)
+    rows, n_high, n_low = higher.shape[0], higher.shape[1], lower.shape[1]
+    out = np.empty((n_high * n_low, rows), dtype=np.float16)
+    for start in range(0, n_high, chunk):
+        part = higher[:, start:start + chunk, None]  # (rows, chunk, 1) against (rows, 1, n_low)
+        s = (part > lower[:, None, :]) + 0.5 * (part == lower[:, None, :])
+        out[start * n_low:(start + part.shape[1]) * n_low] = s.reshape(rows, -1).T
+    return out
+
+
+def majority_vote_share(preferences: np.ndarray) -> float:
+    """Share of pairs that a majority of the k columns (prompts) prefer: a pair scores 1 when its
+    votes sum_r S[pair, r] exceed k/2, 1/2 when they equal k/2, else 0 (Xia et al. 2024's
+    majority-vote ensemble)."""
+    votes = preferences.sum(axis=1, dtype=np.float64)
+    half = preferences.shape[1] / 2
+    return float(np.mean(np.where(votes > half, 1.0, np.where(votes == half, 0.5, 0.0))))
+
+
+def cochrans_q(successes: np.ndarray) -> tuple[float | None, float | None]:
+    """Cochran's Q test that k binary treatments (columns) share one success rate over N blocks
+    (rows) (statsmodels): Q = (k-1) (k sum_j C_j^2 - T^2) / (k T - sum_i R_i^2), chi-square with
+    k-1 degrees of freedom. (None, None) when no block (row) has both outcomes (Q is 0/0)."""
+    from statsmodels.stats.contingency_tables import cochrans_q as statsmodels_cochrans_q
+
+    successes = np.asarray(successes, dtype=bool)
+    rows = successes.sum(axis=1)
+    if np.all((rows == 0) | (rows == successes.shape[1])):
+        return None, None  # every block is all-success or all-failure: Q is 0/0
+    result = statsmodels_cochrans_q(successes)
+    return float(result.statistic), float(result.pvalue)
+
+
+# ---------------------------------------------------------------- reproduction of a secret (strings)
+
+def subset_score(prediction: str, reference: str) -> float:
+    """Yoon & Lee's subset score of one sample: the share of the character positions
+    i < min(len(prediction), len(reference)) where prediction[i] == reference[i]; 0.0 when either
+    is empty. (It compares only as many characters as the shorter string has.)"""
+    n = min(len(prediction), len(reference))
+    if n == 0:
+        return 0.0
+    return sum(a == b for a, b in zip(prediction[:n], reference[:n])) / n
+
+
+def exact_match(prediction: str, reference: str) -> float:
+    """1.0 when the prediction reproduces the reference exactly (surrounding whitespace aside), else 0.0."""
+    return float(prediction.strip() == reference.strip())
+
+
+def worst_case_epsilon(public_logprobs: list[np.ndarray], finetuned_logprobs: list[np.ndarray]) -> float:
+    """Worst-case leakage epsilon (Inan et al. 2021): max over sequences w of
+    log(PPL_public(w) / PPL_finetuned(w)), PPL(w) = exp(-(1/T) sum_t log p(w_t | input, w_<t)) over
+    the T target tokens, so each term is mean log p_finetuned - mean log p_public."""
+    return float(max(np.mean(ft) - np.mean(pub) for pub, ft in zip(public_logprobs, finetuned_logprobs)))
+
+
+# ---------------------------------------------------------------- spread over repeated runs (seeds)
+
+def mean_and_std(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation of one metric over repeated runs (seeds, repetitions):
+    mean = (1/n) sum_i x_i, std = sqrt(sum_i (x_i - mean)^2 / (n - 1)) (ddof = 1, Bessel's
+    correction; NumPy's `std(ddof=1)`). std is None with a single run. Raises ValueError on none."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("mean_and_std needs at least one value")
+    return float(x.mean()), float(x.std(ddof=1)) if x.size >= 2 else None

@@ -1,0 +1,464 @@
+"""Loading a checkpoint safely: its kind, its identity, its tokenizer.
+
+Safety rules: `trust_remote_code` stays off unless the user asks; pickle weights (*.bin, *.pt,
+*.pth, *.ckpt) are refused unless the user allows them. Identity: `harness.model.identity` (weights,
+tokenizer, config and kind). Integrity: a checkpoint whose weights leave any of the model's
+tensors missing (so randomly initialised), hold tensors the model would silently drop, or give
+another shape, and a checkpoint without a tokenizer, are user errors, not scores
+(`check_load_report`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.errors import UserError, warn
+from harness.core.io import CONFIG_MAX_BYTES, TOKENIZER_MAX_BYTES, check_regular_file, read_regular_file
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.files.sources import first_line
+from harness.model.identity import TOKENIZER_PATTERNS, model_identity, tokenizer_files
+from harness.model.identity import weights_identity as weights_identity  # re-exported: the reference builds use it
+
+log = logging.getLogger(__name__)
+
+SAFE_WEIGHTS = ("*.safetensors",)
+PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt")
+CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "vocab.json", "vocab.txt", "merges.txt", "*.model",
+                "added_tokens.json", "*.safetensors.index.json")
+
+
+# Architecture names transformers no longer has, and the kind their checkpoints are.
+_LEGACY_ARCHITECTURES = {"T5WithLMHeadModel": ModelKind.SEQ2SEQ}  # t5-small ... t5-11b on the hub
+
+# Suffix of an architecture name transformers does not know (remote code) -> kind; first match wins.
+_ARCHITECTURE_SUFFIXES = (
+    ("ForCausalLM", ModelKind.CAUSAL_LM),
+    ("LMHeadModel", ModelKind.CAUSAL_LM),
+    ("ForMaskedLM", ModelKind.MASKED_LM),
+    ("ForTokenClassification", ModelKind.TOKEN_CLASSIFIER),
+    ("ForConditionalGeneration", ModelKind.SEQ2SEQ),
+    ("ForSeq2SeqLM", ModelKind.SEQ2SEQ),
+    ("EncoderModel", ModelKind.ENCODER),
+    ("Model", ModelKind.ENCODER),
+)
+
+
+def _mapping_kinds() -> list[tuple[dict, ModelKind]]:
+    """transformers' auto-class tables (model_type -> class name), in the order a kind is looked up:
+    seq2seq before causal (BART is in both), causal before masked (BERT's decoder class is named for
+    what it is), image-text-to-text wrappers of a causal text model (Llava, Qwen2-VL, Mistral3) as causal."""
+    from transformers.models.auto import modeling_auto as auto
+
+    return [(auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, ModelKind.SEQ2SEQ),
+            (auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, ModelKind.CAUSAL_LM),
+            (auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, ModelKind.CAUSAL_LM),
+            (auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES, ModelKind.MASKED_LM),
+            (auto.MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES, ModelKind.TOKEN_CLASSIFIER),
+            (auto.MODEL_FOR_TEXT_ENCODING_MAPPING_NAMES, ModelKind.ENCODER),
+            (auto.MODEL_MAPPING_NAMES, ModelKind.ENCODER)]
+
+
+def _class_names(value) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def architecture_kind(architecture: str, config: dict) -> ModelKind | None:
+    """The kind of a checkpoint saved from class `architecture`: transformers' auto-class tables,
+    then legacy names, then the name's suffix; None when nothing matches."""
+    if architecture in _LEGACY_ARCHITECTURES:
+        return _LEGACY_ARCHITECTURES[architecture]
+    for table, kind in _mapping_kinds():
+        if any(architecture in _class_names(value) for value in table.values()):
+            if kind is ModelKind.CAUSAL_LM and config.get("is_encoder_decoder") is True:
+                continue  # a multimodal encoder-decoder: its text side is not a causal LM
+            return kind
+    for suffix, kind in _ARCHITECTURE_SUFFIXES:
+        if architecture.endswith(suffix):
+            if kind is ModelKind.SEQ2SEQ and config.get("is_encoder_decoder") is not True:
+                # `...ForConditionalGeneration` also names multimodal wrappers of a causal text model
+                return ModelKind.CAUSAL_LM if "text_config" in config else None
+            if kind is ModelKind.CAUSAL_LM and config.get("is_encoder_decoder") is True:
+                return ModelKind.SEQ2SEQ  # `...WithLMHeadModel` of an encoder-decoder
+            return kind
+    return None
+
+
+def model_type_kind(model_type: str, config: dict) -> ModelKind | None:
+    """The kind a checkpoint of `model_type` most likely is, from the auto-class tables: seq2seq for
+    an encoder-decoder type, else masked LM when the type has one (BERT, RoBERTa), else causal LM."""
+    tables = {kind: set() for kind in ModelKind}
+    for table, kind in _mapping_kinds():
+        if model_type in table:
+            tables[kind].add(model_type)
+    if tables[ModelKind.SEQ2SEQ] and config.get("is_encoder_decoder", True):
+        return ModelKind.SEQ2SEQ
+    for kind in (ModelKind.MASKED_LM, ModelKind.CAUSAL_LM, ModelKind.ENCODER):
+        if tables[kind]:
+            return kind
+    return None
+
+
+def detect_kind_with_note(config: dict) -> tuple[ModelKind, str | None]:
+    """The model kind from a checkpoint's config.json, and a warning when it is a guess.
+
+    The first architecture named in `architectures` decides (`architecture_kind`); with none, the
+    config's `model_type` (`model_type_kind`), said to be a guess; with neither, an encoder (every
+    checkpoint has hidden states), also said to be a guess. `--model-kind` overrides all of it."""
+    architectures = config.get("architectures")
+    if architectures is not None and not (isinstance(architectures, list)
+                                          and all(isinstance(a, str) for a in architectures)):
+        raise UserError(f"config.json: \"architectures\" must be a list of class names, not {architectures!r}")
+    for architecture in architectures or []:
+        kind = architecture_kind(architecture, config)
+        if kind is not None:
+            return kind, None
+    named = f"names the architecture {architectures[0]}, which membench does not know" if architectures else \
+        "names no architecture"
+    model_type = config.get("model_type")
+    kind = model_type_kind(model_type, config) if isinstance(model_type, str) else None
+    if kind is not None:
+        return kind, (f"config.json {named}; scoring it as a {kind.value} model (the usual kind of model_type "
+                      f"{model_type!r}): pass --model-kind to choose another")
+    if config.get("is_encoder_decoder") is True:
+        kind = ModelKind.SEQ2SEQ
+    else:
+        kind = ModelKind.ENCODER
+    return kind, f"config.json {named} and no known model_type; scoring it as a {kind.value} model: pass --model-kind to choose"
+
+
+def detect_kind(config: dict) -> ModelKind:
+    """The model kind from a checkpoint's config.json dictionary (`detect_kind_with_note`)."""
+    return detect_kind_with_note(config)[0]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the user asked to load."""
+
+    model: str
+    revision: str | None = None
+    kind: ModelKind | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    name: str | None = None
+    # `from_pretrained(device_map=...)`, e.g. "auto": accelerate spreads the layers over the GPUs
+    # (and CPU) for a model larger than one device; `device` then only picks the `auto` dtype.
+    device_map: str | None = None
+    # A built-in reference checkpoint: (build name, recipe digest). Its results are filed and shown
+    # under the recipe, so a run on another machine replaces them (`harness.core.board_keys.board_key`).
+    reference_recipe: tuple[str, str] | None = None
+
+
+def looks_like_path(model: str) -> bool:
+    """True for strings that can only be a local path (not a hub id such as `org/name`)."""
+    return (model.startswith(("/", "./", "../", "~", ".\\")) or model.endswith(("/", os.sep))
+            or model.count("/") > 1 or model in (".", ".."))
+
+
+def resolve_local_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
+    """(folder, whether it came from the hub, resolved revision) for a local path or a hub id;
+    its small files are checked (`check_checkpoint_files`)."""
+    path = Path(spec.model).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise UserError(f"model path is not a directory: {spec.model}")
+        check_checkpoint_files(path)
+        return path, False, spec.revision
+    if looks_like_path(spec.model):
+        raise UserError(f"model path does not exist: {spec.model}")
+    folder, from_hub, revision = _download_from_hub(spec)
+    check_checkpoint_files(folder)
+    return folder, from_hub, revision
+
+
+def check_checkpoint_files(folder: Path) -> None:
+    """A `UserError` unless every config and tokenizer file of the checkpoint (`CONFIG_FILES`), which
+    membench or transformers reads, is a regular file (after following symlinks) of at most
+    `CONFIG_MAX_BYTES` (config files) or `TOKENIZER_MAX_BYTES` (tokenizer files); see `harness.core.io`.
+    The weight files are checked by `weight_files`."""
+    tokenizer_names = {p for pattern in TOKENIZER_PATTERNS for p in folder.glob(pattern)}
+    for path in sorted({p for pattern in CONFIG_FILES for p in folder.glob(pattern)}):
+        if path in tokenizer_names:
+            check_regular_file(path, TOKENIZER_MAX_BYTES, "tokenizer file")
+        else:
+            check_regular_file(path, CONFIG_MAX_BYTES, "checkpoint config file")
+
+
+def _download_from_hub(spec: ModelSpec) -> tuple[Path, bool, str]:
+    from huggingface_hub import snapshot_download
+
+    patterns = list(CONFIG_FILES) + list(SAFE_WEIGHTS) + (list(PICKLE_WEIGHTS) if spec.allow_pickle else [])
+    if spec.trust_remote_code:
+        patterns.append("*.py")
+    try:
+        folder = Path(snapshot_download(spec.model, revision=spec.revision, allow_patterns=patterns))
+    except Exception as err:  # the hub client has many error types; all mean "could not get it"
+        raise UserError(f"cannot fetch {spec.model!r} from the Hugging Face Hub (offline or unknown id?): "
+                        f"{type(err).__name__}: {first_line(err)}") from None
+    return folder, True, folder.name
+
+
+def weight_files(folder: Path, allow_pickle: bool) -> list[Path]:
+    """The weight files to hash and load, each a regular file (a symlink to a missing file or to a
+    device such as /dev/zero is a `UserError`); refuses pickle-only checkpoints unless allowed."""
+    safe = sorted(p for pattern in SAFE_WEIGHTS for p in folder.glob(pattern))
+    if safe:
+        for path in safe:
+            check_regular_file(path, None, "weight file")
+        return safe
+    pickled = sorted(p for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern))
+    if pickled and not allow_pickle:
+        names = ", ".join(p.name for p in pickled)
+        raise UserError(f"{folder} has only pickle weights ({names}); loading them can run code: "
+                        "pass --allow-pickle if you trust it")
+    if not pickled:
+        raise UserError(f"{folder} has no weight files (*.safetensors)")
+    for path in pickled:
+        check_regular_file(path, None, "weight file")
+    return pickled
+
+
+def read_config(folder: Path) -> dict:
+    """config.json as a dictionary; a `UserError` when it is missing, not a regular file of at most
+    `CONFIG_MAX_BYTES`, not a JSON object, or names its architectures as anything but a list of names."""
+    config_path = folder / "config.json"
+    if not os.path.lexists(config_path):
+        raise UserError(f"{folder} is not a checkpoint: it has no config.json")
+    raw = read_regular_file(config_path, CONFIG_MAX_BYTES, "config.json")
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"{config_path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{config_path} must hold a JSON object")
+    architectures = config.get("architectures")
+    if architectures is not None and not (isinstance(architectures, list)
+                                          and all(isinstance(a, str) for a in architectures)):
+        raise UserError(f"{config_path}: \"architectures\" must be a list of class names, not {architectures!r}")
+    return config
+
+
+def is_device_name(device: str) -> bool:
+    """True for the devices `--device` takes: auto, cpu, cuda and cuda:N."""
+    index = device.removeprefix("cuda:")
+    return device in ("auto", "cpu", "cuda") or (index != device and index.isascii() and index.isdigit())
+
+
+def resolve_device(device: str) -> str:
+    """`auto`: cuda when CUDA is available, else cpu; cpu, cuda and cuda:N as they are, once checked
+    (a `UserError` for another name, or a CUDA device this machine does not have)."""
+    import torch
+
+    if not is_device_name(device):
+        raise UserError(f"unknown device {device!r}; choose cpu, cuda, cuda:N or auto")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {device} requested but CUDA is not available")
+    if device.startswith("cuda:") and int(device.removeprefix("cuda:")) >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise UserError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str, config: dict):
+    """float32 on CPU for `auto`; on CUDA the checkpoint's own dtype (float32 when it names none)."""
+    import torch
+
+    names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype == "auto":
+        if device == "cpu":
+            return torch.float32
+        declared = config.get("torch_dtype") or config.get("dtype") or "float32"
+        return names.get(str(declared), torch.float32)
+    if dtype not in names:
+        raise UserError(f"unknown dtype {dtype!r}; choose auto, float32, bfloat16 or float16")
+    return names[dtype]
+
+
+def _auto_class(kind: ModelKind):
+    import transformers
+
+    return {
+        ModelKind.CAUSAL_LM: transformers.AutoModelForCausalLM,
+        ModelKind.MASKED_LM: transformers.AutoModelForMaskedLM,
+        ModelKind.SEQ2SEQ: transformers.AutoModelForSeq2SeqLM,
+        ModelKind.TOKEN_CLASSIFIER: transformers.AutoModelForTokenClassification,
+        ModelKind.ENCODER: transformers.AutoModel,
+    }[kind]
+
+
+def model_class(kind: ModelKind, config: dict):
+    """The class to load a checkpoint with: the one its config names when transformers has it and it
+    is of `kind` (T5EncoderModel stays an encoder, not a T5Model with a random decoder), else the
+    auto class of `kind` (for image-text-to-text wrappers of a causal LM: `AutoModelForImageTextToText`)."""
+    import transformers
+    from transformers.models.auto import modeling_auto as auto
+
+    for architecture in config.get("architectures") or []:
+        named = getattr(transformers, architecture, None)
+        if isinstance(named, type) and architecture_kind(architecture, config) is kind:
+            return named
+    model_type = config.get("model_type")
+    if (kind is ModelKind.CAUSAL_LM and model_type in auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+            and model_type not in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        return transformers.AutoModelForImageTextToText
+    return _auto_class(kind)
+
+
+def text_config(model_config):
+    """The configuration of a model's text part: the config itself, or its `text_config` (multimodal wrappers)."""
+    getter = getattr(model_config, "get_text_config", None)
+    return getter() if callable(getter) else model_config
+
+
+def context_length(model_config) -> int | None:
+    model_config = text_config(model_config)
+    for attribute in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        value = getattr(model_config, attribute, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def load_tokenizer(folder: Path, trust_remote_code: bool):
+    """The checkpoint's tokenizer; a `UserError` when it has none or its vocabulary is empty."""
+    from transformers import AutoTokenizer
+
+    if not tokenizer_files(folder):
+        raise UserError(f"{folder} has no tokenizer files ({', '.join(TOKENIZER_PATTERNS)}): "
+                        "save the tokenizer the model was trained with into the checkpoint folder")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot load the tokenizer in {folder}: {str(err).splitlines()[0]}") from None
+    if len(tokenizer) - len(set(tokenizer.all_special_ids)) <= 0:
+        raise UserError(f"the tokenizer in {folder} has an empty vocabulary (only {len(tokenizer)} special tokens): "
+                        "save the tokenizer the model was trained with into the checkpoint folder")
+    if tokenizer.pad_token_id is None:
+        # Pads are always masked out, so any id will do; reuse EOS (or id 0) without resizing the model.
+        if tokenizer.eos_token is not None:
+            tokenizer.pad_token = tokenizer.eos_token
+        else:
+            tokenizer.pad_token_id = 0
+    return tokenizer
+
+
+def default_name(model: str, from_hub: bool, folder: Path) -> str:
+    """A model's display name unless the user gives one: the hub id, or the local folder's name."""
+    return model if from_hub else folder.resolve().name
+
+
+def _listed(keys: list[str], first: int = 3) -> str:
+    """`n tensors (a, b, c, ...)`: a count and the first few names."""
+    more = ", ..." if len(keys) > first else ""
+    return f"{len(keys)} tensor{'s' if len(keys) != 1 else ''} ({', '.join(keys[:first])}{more})"
+
+
+def _part(key: str, prefix: str) -> str:
+    """The first component of a tensor name below the base model's prefix (`bert.encoder.x` -> `encoder`)."""
+    if prefix and key.startswith(prefix + "."):
+        key = key[len(prefix) + 1:]
+    return key.split(".")[0]
+
+
+def check_load_report(model, report: dict, kind: ModelKind, source: str) -> None:
+    """Log transformers' load report; a `UserError` when any tensor of the model did not come from the weights.
+
+    transformers already leaves out what a class recreates itself (tied weights, non-persistent
+    buffers, its `_keys_to_ignore_on_load_*` patterns). Two more things are allowed: weights of
+    a head the model does not have (an MLM head when scoring as an encoder, BERT's next-sentence
+    head when scoring as a masked LM), and a missing pooler of an encoder (membench never reads
+    the pooler). Everything else missing is random, unexpected inside the model means the config
+    describes a smaller model than the weights, and a shape mismatch means another config."""
+    prefix = model.base_model_prefix
+    base_parts = {name for name, _ in model.base_model.named_children()}
+    missing = sorted(k for k in report["missing_keys"]
+                     if not (kind is ModelKind.ENCODER and _part(k, prefix) == "pooler"))
+    unexpected = sorted(k for k in report["unexpected_keys"] if _part(k, prefix) in base_parts)
+    ignored = sorted((set(report["missing_keys"]) | set(report["unexpected_keys"])) - set(missing) - set(unexpected))
+    mismatched = sorted(report["mismatched_keys"])
+    tensors = set(model.state_dict())
+    if missing or unexpected or mismatched:
+        log.info("load report of %s: missing %s; unexpected %s; mismatched %s", source, missing, unexpected,
+                 [m[0] for m in mismatched])
+    else:
+        log.info("load report of %s: all %d tensors loaded", source, len(tensors))
+    if ignored:
+        log.info("%s: not used when scoring as a %s model: %s", source, kind.value, ignored)
+    where = f"cannot score {source} as a {kind.value} model:"
+    if report["error_msgs"]:
+        raise UserError(f"{where} loading the weights failed: {first_line(report['error_msgs'][0])}")
+    if mismatched:
+        name, stored, expected = mismatched[0]
+        raise UserError(f"{where} the weights and config.json disagree on the shape of "
+                        f"{_listed([m[0] for m in mismatched])} (first: weights {tuple(stored)}, config "
+                        f"{tuple(expected)}): use the config.json saved with these weights")
+    if missing:
+        if not tensors - set(report["missing_keys"]):
+            example = "".join(f", e.g. {key}," for key in sorted(report["unexpected_keys"])[:1])
+            hint = (f"the weights hold none of the model's tensors (their names{example} do not match "
+                    f"{type(model).__name__}'s): is config.json from another model?")
+        elif all(_part(k, prefix) not in base_parts for k in missing):
+            hint = (f"the weights look like an encoder without its {kind.value} head: try --model-kind encoder, "
+                    "or the checkpoint that has the head")
+        else:
+            hint = ("config.json describes a larger model than the weights hold (more layers?): "
+                    "use the config.json saved with these weights")
+        raise UserError(f"{where} the weights lack {_listed(missing)} of the model, which would be random; {hint}")
+    if unexpected:
+        raise UserError(f"{where} the weights hold {_listed(unexpected)} that the model has no place for; "
+                        "config.json describes a smaller model than the weights hold (fewer layers?): use the "
+                        "config.json saved with these weights")
+
+
+def load(spec: ModelSpec) -> LoadedModel:
+    """Load the checkpoint described by `spec` onto its device, in eval mode."""
+    from safetensors import SafetensorError
+
+    folder, from_hub, revision = resolve_local_folder(spec)
+    config = read_config(folder)
+    files = weight_files(folder, spec.allow_pickle)
+    kind, note = (spec.kind, None) if spec.kind else detect_kind_with_note(config)
+    if note:
+        warn(f"{spec.model}: {note}")
+    device = resolve_device(spec.device)
+    torch_dtype = resolve_dtype(spec.dtype, device, config)
+    tokenizer = load_tokenizer(folder, spec.trust_remote_code)
+    identity = model_identity(folder, files, config, kind.value)
+    placement = {"device_map": spec.device_map} if spec.device_map else {}
+    try:
+        model, report = model_class(kind, config).from_pretrained(
+            folder, dtype=torch_dtype, trust_remote_code=spec.trust_remote_code,
+            use_safetensors=files[0].suffix == ".safetensors", output_loading_info=True,
+            ignore_mismatched_sizes=True, **placement,  # mismatches are reported, then refused below
+        )
+    except (ValueError, OSError, RuntimeError, SafetensorError) as err:
+        raise UserError(f"cannot load {spec.model} ({', '.join(p.name for p in files)}) as a {kind.value} model: "
+                        f"{type(err).__name__}: "
+                        f"{first_line(err)}") from None
+    check_load_report(model, report, kind, spec.model)
+    if spec.device_map:
+        model.eval()
+        device = ",".join(sorted({str(p.device) for p in model.parameters()}))  # where the layers went
+    else:
+        model.to(device).eval()
+    name = spec.name or default_name(spec.model, from_hub, folder)
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, kind=kind, name=name, source=spec.model, revision=revision,
+        identity=identity.identity, identity_parts=identity, from_hub=from_hub, device=device,
+        dtype=str(torch_dtype).removeprefix("torch."), context_length=context_length(model.config),
+        info={"architectures": config.get("architectures"), "model_type": config.get("model_type"),
+              "weight_files": [p.name for p in files],
+              **({"device_map": spec.device_map} if spec.device_map else {}),
+              **({"pruning": config["membench_pruning"]} if "membench_pruning" in config else {}),
+              **({"reference_recipe": {"build": spec.reference_recipe[0], "digest": spec.reference_recipe[1]}}
+                 if spec.reference_recipe else {})},
+    )

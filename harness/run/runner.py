@@ -1,0 +1,317 @@
+"""`membench evaluate`: tasks x one model -> one validated results file (+ per-sample JSONL)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+import harness
+from harness.core import interrupts, progress
+from harness.core.board_keys import board_key
+from harness.core.errors import UserError, warn
+from harness.core.io import atomic_write_text, canonical_json, sha256_file, sha256_text
+from harness.core.model_types import LoadedModel
+from harness.core.results import (
+    SCHEMA_VERSION,
+    Environment,
+    HarnessInfo,
+    ModelInfo,
+    ResultsFile,
+    RunSettings,
+    TaskEntry,
+    load_results,
+    safe_file_stem,
+    write_results,
+)
+from harness.core.task import LimitTooSmall, RunContext, Task, TaskConfig
+from harness.files import staging
+from harness.model import loading as models
+from harness.run import cache
+from harness.scoring import distributed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvaluateOptions:
+    output_path: Path = Path("submissions")
+    batch_size: int = 16
+    limit: int | None = None
+    seed: int = 0
+    log_samples: bool = False
+    use_cache: bool = True
+    progress: bool | None = None
+    # Leave an existing results file of the same name alone when its numbers are the same
+    # (`same_numbers`): `membench run` on another machine then changes nothing it reproduced.
+    keep_unchanged: bool = False
+    # `--tasks all`: a task that cannot score this model (its `check_model` refuses it) is skipped
+    # with the reason, not an error, and a task of another model kind is skipped without a warning.
+    all_tasks: bool = False
+    # Where a model a task setting names is found (an auxiliary model, `Task.auxiliary_models`): a
+    # function of the name that returns a path or hub id. The application passes
+    # `harness.reference.checkpoints.resolve_reference_model`, which finds `reference:<checkpoint>`;
+    # None takes every name as it is. It cannot change a number: the identity of what it finds is
+    # in the cache key.
+    resolve_model: Callable[[str], str] | None = None
+
+
+def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
+    """The task's Config with the overrides it has a field for; a `UserError` on bad values."""
+    mine = {key: value for key, value in overrides.items() if key in task.Config.model_fields}
+    try:
+        return task.Config(**mine)
+    except ValidationError as err:
+        first = err.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else task.NAME
+        raise UserError(f"{task.NAME}: {flag}: {first['msg']}") from None
+
+
+def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None,
+                limit_version: int = 1, auxiliary: dict[str, str] | None = None) -> str:
+    """Hash of everything that can change a task's numbers (batch size and device cannot),
+    including the content of every file a setting names, so an edited data file is not served
+    from the cache, and the data source the task's data came from (`data.source`), so data that
+    fell back to an offline source is not served for the hub's, or the other way round; with
+    `--limit`, also the task's `LIMIT_VERSION` (what its limit cuts); and the identities of the
+    auxiliary models the task scores with (role -> identity), when it has any."""
+    return settings_hash(config.model_dump(mode="json"), options.limit, options.seed, dtype, data_source,
+                         limit_version, auxiliary)
+
+
+def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype: str,
+                  data_source: str | None = None, limit_version: int = 1,
+                  auxiliary: dict[str, str] | None = None) -> str:
+    """`config_hash` of a config already dumped to JSON values (what a results file records).
+    `limit_version` counts only in a limited run, and only from 2 on: the hashes of full runs,
+    and of limited runs of tasks whose `--limit` never changed, are what they always were."""
+    files = {key: sha256_file(Path(value).expanduser()) for key, value in settings.items()
+             if isinstance(value, str) and value and Path(value).expanduser().is_file()}
+    payload = {"config": settings, "files": files, "limit": limit, "seed": seed, "dtype": dtype}
+    if data_source is not None:
+        payload["data_source"] = data_source
+    if limit is not None and limit_version != 1:
+        payload["limit_version"] = limit_version
+    if auxiliary:
+        payload["auxiliary_models"] = auxiliary
+    return sha256_text(canonical_json(payload))[:16]
+
+
+def skip_reasons(tasks: list[Task], configs: list[TaskConfig], data: list[Any], lm: LoadedModel,
+                 options: EvaluateOptions) -> list[str | None]:
+    """Why each task is skipped (None: it runs), with a warning on stderr for every skip but a model
+    kind the task does not score under `--tasks all`.
+
+    A task is skipped when `--limit` left it too little data (`LimitTooSmall`), when it does not
+    score models of this kind, and, under `--tasks all`, when its `check_model` refuses the model;
+    a task named on purpose whose `check_model` refuses the model is an error."""
+    reasons = []
+    for task, config, loaded in zip(tasks, configs, data):
+        reason, expected = (str(loaded), False) if isinstance(loaded, LimitTooSmall) else (task.skip_reason(lm), True)
+        if reason is None:
+            try:
+                task.check_model(lm, config)
+            except UserError as err:
+                if not options.all_tasks:
+                    raise
+                reason, expected = str(err), False
+        if reason and not (expected and options.all_tasks) and distributed.is_main():
+            warn(f"{task.NAME} skipped: {reason}")
+        reasons.append(reason)
+    return reasons
+
+
+def load_task_data(task: Task, config: TaskConfig, context: RunContext) -> Any:
+    """The task's data, or the `LimitTooSmall` error when `--limit` leaves it too little."""
+    try:
+        return task.load_data(config, context)
+    except LimitTooSmall as err:
+        return err
+
+
+def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
+             options: EvaluateOptions, reason: str | None = None) -> tuple[TaskEntry, str]:
+    """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
+    entry when `reason` says why the task cannot run (`skip_reasons`), or when it ran and computed
+    no metrics (with the task's `no_metrics_reason`; such a run is not cached)."""
+    source = getattr(data, "source", None)
+    auxiliary = {role: model.identity for role, model in context.models.items()}
+    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION,
+                         auxiliary)
+    base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
+                config_hash=digest, seed=options.seed)
+    reason = reason or task.skip_reason(lm)
+    if reason:
+        log.info("skipping %s: %s", task.NAME, reason)
+        return TaskEntry(status="skipped", skip_reason=reason, **base), ""
+    if options.use_cache:
+        # rank 0 decides, so that every rank of a data-parallel run computes the same tasks
+        hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, digest)
+                                              if distributed.is_main() else None)
+        if hit and hit[0].metrics:  # an entry without metrics (cached by an older membench) is run again
+            log.info("%s: reusing the cached result", task.NAME)
+            entry, samples = hit
+            # the headline and summary say how the board shows the task, not what was computed: take today's
+            return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY)}), samples
+    started = time.perf_counter()
+    with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
+        result = task.run(lm, data, config, context)
+    if not result.metrics:  # nothing to show: not an "ok" run
+        reason = f"no metrics: {result.no_metrics_reason or 'the task computed none on this data'}"
+        if distributed.is_main():
+            warn(f"{task.NAME} skipped: {reason}")
+        return TaskEntry(status="skipped", skip_reason=reason, counts=result.counts, info=result.info, **base), ""
+    entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
+                      summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
+                      wall_time_s=round(time.perf_counter() - started, 3), **base)
+    samples = cache.samples_to_jsonl(result.samples)
+    if distributed.is_main():
+        cache.put(lm.identity, entry, samples)
+    return entry, samples
+
+
+def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[str, Any],
+             options: EvaluateOptions) -> Path:
+    """Evaluate one model on `tasks`; returns the path of the results file written.
+
+    In a data-parallel run (`harness.scoring.distributed`) every rank calls this; data and the model are
+    loaded on rank 0 first (so downloads land in the cache once), the scoring primitives share
+    their batches among the ranks, and only rank 0 writes files (every rank returns the path).
+    What killed runs left in the cache and in the output folder is swept first (`harness.files.staging`)."""
+    if distributed.is_main():
+        staging.sweep_cache()
+        staging.sweep(options.output_path)
+    instances = [task() for task in tasks]
+    configs = [build_config(task, overrides) for task in tasks]
+    unused = set(overrides) - {f for task in tasks for f in task.Config.model_fields}
+    if unused:
+        raise UserError(f"--{sorted(unused)[0].replace('_', '-')} is not a setting of the selected tasks")
+    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
+                         progress=options.progress if distributed.is_main() else False)
+    with distributed.main_first():
+        datasets = [load_task_data(task, config, context) for task, config in zip(instances, configs)]
+    with distributed.main_first():
+        lm = models.load(spec)
+    reasons = skip_reasons(instances, configs, datasets, lm, options)
+    with distributed.main_first():
+        auxiliary = load_auxiliary_models(spec, instances, configs, reasons, options.resolve_model)
+    entries, samples = [], []
+    for task, config, data, reason, models_of_task in zip(instances, configs, datasets, reasons, auxiliary):
+        entry, jsonl = run_task(task, lm, data, config, replace(context, models=models_of_task), options, reason)
+        entries.append(entry)
+        samples.append(jsonl)
+    results = ResultsFile(
+        schema_version=SCHEMA_VERSION, created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0),
+        harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
+        model=model_info(lm),
+        environment=environment(), run=RunSettings(batch_size=options.batch_size, limit=options.limit,
+                                                   seed=options.seed, processes=distributed.world_size()),
+        tasks=entries,
+    )
+    path = Path(options.output_path) / f"{results_stem(results)}.json"
+    with interrupts.deferred():  # Ctrl-C waits until the samples files and the results file naming them are written
+        write_outputs(results, path, samples, options)
+    return path
+
+
+def load_auxiliary_models(spec: models.ModelSpec, tasks: list[Task], configs: list[TaskConfig],
+                          reasons: list[str | None], resolve_model: Callable[[str], str] | None = None,
+                          ) -> list[dict[str, LoadedModel]]:
+    """The auxiliary models of each task that runs (`Task.auxiliary_models`), by role: each distinct
+    one loaded once, with the evaluated model's device, dtype and safety settings (a `UserError`
+    when it cannot be loaded), from where `resolve_model(name)` says (the name itself without it)."""
+    loaded: dict[str, LoadedModel] = {}
+    out = []
+    for task, config, reason in zip(tasks, configs, reasons):
+        wanted = task.auxiliary_models(config) if reason is None else {}
+        for name in wanted.values():
+            if name not in loaded:
+                aux = models.ModelSpec(model=resolve_model(name) if resolve_model else name, device=spec.device, dtype=spec.dtype,
+                                       trust_remote_code=spec.trust_remote_code, allow_pickle=spec.allow_pickle,
+                                       name=name)
+                loaded[name] = models.load(aux)
+        out.append({role: loaded[name] for role, name in wanted.items()})
+    return out
+
+
+def write_outputs(results: ResultsFile, path: Path, samples: list[str], options: EvaluateOptions) -> None:
+    """Write the per-sample JSONL files (with `--log-samples`) and then the results file naming them
+    (rank 0 only); the samples files this call created are removed again when a write fails."""
+    new_files = []
+    try:
+        if options.log_samples:
+            for entry, jsonl in zip(results.tasks, samples):
+                if entry.status == "ok":
+                    entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
+                    if distributed.is_main():
+                        target = path.parent / entry.samples_file
+                        if not target.exists():
+                            new_files.append(target)
+                        atomic_write_text(target, jsonl)
+        if distributed.is_main():
+            if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
+                log.info("%s: the same numbers as before; left as it is", path)
+            else:
+                write_results(results, path)
+    except BaseException:
+        for target in new_files:
+            target.unlink(missing_ok=True)
+        raise
+
+
+def model_info(lm: LoadedModel) -> ModelInfo:
+    """What a results file records about the model: its identity and each part's sha256."""
+    parts = lm.identity_parts
+    return ModelInfo(name=lm.name, source=lm.source, revision=lm.revision, identity=lm.identity,
+                     identity_kind="model-sha256", weights_sha256=parts.weights_sha256,
+                     tokenizer_sha256=parts.tokenizer_sha256, config_sha256=parts.config_sha256,
+                     kind=lm.kind.value, dtype=lm.dtype, device=lm.device, details=lm.info)
+
+
+def same_numbers(old: ResultsFile, new: ResultsFile) -> bool:
+    """True when two results files record the same model and the same numbers for the same tasks,
+    shown the same way (headline and summary, which the board reads): everything but when and where
+    they ran (created_at, git commit, wall times, task info, and the model's `source`: the path it
+    was loaded from, which differs by machine while its identity does not)."""
+    def numbers(results: ResultsFile) -> list:
+        return [results.model.model_dump(exclude={"source"}), results.run.model_dump()] + [
+            entry.model_dump(include={"name", "version", "status", "skip_reason", "config", "config_hash", "seed",
+                                      "metrics", "counts", "item_scores", "headline", "summary"})
+            for entry in results.tasks]
+    return numbers(old) == numbers(new)
+
+
+def results_stem(results: ResultsFile) -> str:
+    """`<model name>__<board key[:12]>__<hash of the model kind, task versions and configs>`, file-name safe."""
+    run = canonical_json([results.model.kind, sorted((t.name, t.version, t.config_hash) for t in results.tasks)])
+    return f"{safe_file_stem(results.model.name)}__{board_key(results.model)[:12]}__{sha256_text(run)[:8]}"
+
+
+def environment() -> Environment:
+    import torch
+    import transformers
+
+    from harness.run import reproducible
+
+    return Environment(python=platform.python_version(), torch=torch.__version__,
+                       transformers=transformers.__version__, platform=sys.platform,
+                       cpu_capability=reproducible.torch_capability(), threads=torch.get_num_threads(),
+                       pinned=reproducible.environment_is_pinned(torch.get_num_threads()))
+
+
+def git_commit() -> str | None:
+    """The commit of the membench checkout, when it runs from one."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None

@@ -1,0 +1,231 @@
+"""Batched scoring primitives. Each returns plain numpy arrays, one per input text.
+
+`next_token_logprobs`: log p(. | context) over the vocabulary after one token sequence.
+`causal_token_logprobs`: per-token log-probabilities log p(x_t | x_<t) of texts under a causal LM.
+- A BOS token is prepended when the tokenizer defines one (`causal_start_token`: the same rule as
+  for hidden states), so the first text token is scored too;
+  without one (or with `add_start=False`: MIMIR's and the Min-K% / Min-K%++ code's convention on
+  GPT-2-style tokenizers) the first token has no context and is not scored. Both
+  are recorded (`ScoringInfo`).
+- Sequences longer than the context window C are scored with a sliding window of stride S: window k
+  covers tokens [kS, kS + C) and scores the tokens the previous window did not reach, so every
+  token is scored once, with at least C - S tokens of context once past the first window.
+- Rows are sorted by length and right-padded; padded positions are masked, and position ids start
+  at 0 in every row, so a text's scores do not depend on its batch.
+- Every distinct token sequence is scored once, and a sequence that is a prefix of another is read
+  off the longer one: token t's window and context depend only on t, so the values are the same.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from harness.scoring.batching import model_context, padding_id
+from harness.scoring.distributed import run_batches
+
+
+@dataclass
+class TokenScores:
+    """Scores of one text's scored tokens, all arrays of the same length."""
+
+    token_ids: np.ndarray
+    logprobs: np.ndarray
+    # Min-K%++ statistics of the next-token distribution p(. | x_<t): E[log p(z)] and its std.
+    dist_mean: np.ndarray | None = None
+    dist_std: np.ndarray | None = None
+
+
+@dataclass
+class ScoringInfo:
+    """How texts were scored; recorded in the results file."""
+
+    bos_token_id: int | None
+    first_token_scored: bool
+    context_length: int
+    stride: int
+    n_texts: int
+    n_distinct_sequences: int
+    n_scored_sequences: int
+    n_windows: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Row:
+    ids: np.ndarray
+    first_target: int  # index in `ids` of the first token this row scores
+    sequence: int      # which scored sequence the row belongs to
+    offset: int        # index in that sequence's score array of the row's first target
+
+
+def causal_start_token(tokenizer) -> int | None:
+    """The token a causal LM sees before every text membench runs through it: the tokenizer's BOS
+    when it defines one (GPT-2's <|endoftext|>, Llama's <s>, Gemma's <bos>), whether or not the
+    tokenizer adds it itself; None when it defines none (then a text starts with its own first
+    token). The one rule for scoring (`causal_token_logprobs`), generation and hidden states
+    (`harness.scoring.representations`): a text is always [BOS] + its tokens without special tokens."""
+    return tokenizer.bos_token_id
+
+
+def token_text(tokenizer, token_id: int | None) -> str | None:
+    """The vocabulary entry of `token_id` (per-sample logs show which start token a text had), or None."""
+    return None if token_id is None else tokenizer.convert_ids_to_tokens(int(token_id))
+
+
+def encode_with_bos(tokenizer, texts: list[str], start_token: int | None = None,
+                    add_start: bool = True) -> tuple[list[list[int]], int | None]:
+    """Token ids of each text (no special tokens), with `start_token` (default:
+    `causal_start_token`) prepended unless `add_start` is False."""
+    bos = (causal_start_token(tokenizer) if start_token is None else start_token) if add_start else None
+    encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+    prefix = [bos] if bos is not None else []
+    return [prefix + list(ids) for ids in encoded], bos
+
+
+def prefix_roots(sequences: list[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """Map each distinct sequence to a sequence that starts with it and is not a prefix of any other.
+
+    In lexicographic order, a sequence that is a prefix of any other is a prefix of its successor.
+    """
+    ordered = sorted(set(sequences))
+    root: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for i in range(len(ordered) - 1, -1, -1):
+        current = ordered[i]
+        if i + 1 < len(ordered) and ordered[i + 1][: len(current)] == current:
+            root[current] = root[ordered[i + 1]]
+        else:
+            root[current] = current
+    return root
+
+
+def sliding_windows(ids: np.ndarray, context: int, stride: int, sequence: int) -> list[_Row]:
+    """Rows covering `ids` so each token from position 1 on is scored exactly once."""
+    rows, scored_until, start = [], 1, 0
+    while scored_until < len(ids):
+        end = min(start + context, len(ids))
+        rows.append(_Row(ids[start:end], scored_until - start, sequence, scored_until - 1))
+        scored_until = end
+        start += stride
+    return rows
+
+
+def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 16,
+                          max_length: int | None = None, stride: int | None = None,
+                          distribution_stats: bool = False, progress: bool | None = None,
+                          start_token: int | None = None, add_start: bool = True
+                          ) -> tuple[list[TokenScores], ScoringInfo]:
+    """Per-token log-probs (and optionally next-token distribution mean/std) of each text;
+    `start_token` replaces the tokenizer's BOS as the token the first text token is conditioned on;
+    `add_start=False` scores the bare texts (tokens 2.. given the text's own earlier tokens only)."""
+    encoded, bos = encode_with_bos(tokenizer, texts, start_token, add_start)
+    context = max_length or model_context(model)
+    if context < 2:
+        raise ValueError(f"context length must be at least 2, got {context}")
+    stride = min(stride or context // 2, context - 1)  # a window must keep >= 1 token of context
+    keys = [tuple(ids) for ids in encoded]
+    roots = prefix_roots(keys)
+    scored = sorted(set(roots.values()))
+    index = {sequence: i for i, sequence in enumerate(scored)}
+    rows = [row for i, sequence in enumerate(scored)
+            for row in sliding_windows(np.asarray(sequence, dtype=np.int64), context, stride, i)]
+    results = _score_rows(model, tokenizer, rows, [max(0, len(s) - 1) for s in scored], batch_size,
+                          distribution_stats, progress)
+    outputs = []
+    for ids, key in zip(encoded, keys):
+        n = max(0, len(ids) - 1)
+        arrays = [a[:n] if a is not None else None for a in results[index[roots[key]]]]
+        outputs.append(TokenScores(np.asarray(ids[1:], dtype=np.int64), *arrays))
+    info = ScoringInfo(bos, bos is not None, context, stride, len(texts), len(roots), len(scored), len(rows))
+    return outputs, info
+
+
+@torch.no_grad()
+def next_token_logprobs(model, context: list[int]) -> np.ndarray:
+    """log p(z | context) for every vocabulary token z (float64): one forward pass over `context`,
+    log_softmax of the logits at its last position."""
+    if not context:
+        raise ValueError("the context of a next-token distribution needs at least one token")
+    device = next(model.parameters()).device
+    logits = model(input_ids=torch.tensor([context], dtype=torch.long, device=device)).logits[0, -1]
+    return torch.log_softmax(logits.float(), dim=-1).double().cpu().numpy()
+
+
+@torch.no_grad()
+def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_size: int,
+                distribution_stats: bool, progress: bool | None):
+    """Run the rows in length-sorted, right-padded batches and scatter the scores back.
+
+    Rows are grouped by where their scored part starts (continuation windows, whose first part is
+    context only, apart from first windows) and sorted by length within a group; the LM head then
+    runs only on the positions that predict a scored token (`logits_to_keep`, where supported).
+    """
+    device = next(model.parameters()).device
+    logprobs = [np.zeros(n, dtype=np.float32) for n in lengths]
+    means = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
+    stds = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
+    pad = padding_id(tokenizer)
+    can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+    def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
+        """Each row's scores (log-probs, and the distribution mean and std or None)."""
+        members = [rows[i] for i in batch]
+        width = max(len(row.ids) for row in members)
+        input_ids = np.full((len(members), width), pad, dtype=np.int64)
+        attention = np.zeros((len(members), width), dtype=np.int64)
+        for j, row in enumerate(members):
+            input_ids[j, : len(row.ids)] = row.ids
+            attention[j, : len(row.ids)] = 1
+        first_needed = min(row.first_target for row in members) - 1  # first position whose logits we use
+        keep = {"logits_to_keep": width - first_needed} if can_skip_logits else {}
+        logits = model(input_ids=torch.from_numpy(input_ids).to(device),
+                       attention_mask=torch.from_numpy(attention).to(device), **keep).logits
+        shift = width - logits.shape[1]  # logits[:, k] belong to position shift + k
+        # Position p predicts token p + 1: log p(x_{p+1} | x_<=p) = logit[p, x_{p+1}] - logsumexp(logit[p]).
+        counts = [len(row.ids) - row.first_target for row in members]
+        which_row = np.repeat(np.arange(len(members)), counts)
+        position = np.concatenate([np.arange(row.first_target - 1, len(row.ids) - 1) for row in members])
+        kept = logits.float()
+        log_norm = torch.logsumexp(kept, dim=-1)  # (batch, kept positions): no copy of the logits
+        at_row = torch.from_numpy(which_row).to(device)
+        at_position = torch.from_numpy(position - shift).to(device)
+        targets = torch.from_numpy(input_ids[which_row, position + 1]).to(device)
+        flat_logprobs = (kept[at_row, at_position, targets] - log_norm[at_row, at_position]).cpu().numpy()
+        flat_means = flat_stds = None
+        if distribution_stats:
+            flat_means, flat_stds = _distribution_stats(kept[at_row, at_position], log_norm[at_row, at_position])
+        ends = np.cumsum(counts)
+        return [(flat_logprobs[end - n:end], flat_means[end - n:end] if distribution_stats else None,
+                 flat_stds[end - n:end] if distribution_stats else None) for n, end in zip(counts, ends)]
+
+    for i, (row_logprobs, row_means, row_stds) in run_batches(batches, score_batch, "scoring", progress).items():
+        row = rows[i]
+        span = slice(row.offset, row.offset + len(row_logprobs))
+        logprobs[row.sequence][span] = row_logprobs
+        if distribution_stats:
+            means[row.sequence][span] = row_means
+            stds[row.sequence][span] = row_stds
+    return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]
+
+
+def _distribution_stats(logits: torch.Tensor, log_norm: torch.Tensor, chunk: int = 512):
+    """Mean and std of log p(z) under p over the vocabulary, for each row of `logits` (N, V).
+
+    mu = sum_z p(z) log p(z); sigma^2 = sum_z p(z) (log p(z) - mu)^2 (centred, so no cancellation).
+    Chunks of rows bound the extra memory to (chunk, V).
+    """
+    means, stds = [], []
+    for start in range(0, len(logits), chunk):
+        log_dist = logits[start:start + chunk] - log_norm[start:start + chunk, None]
+        probs = log_dist.exp()
+        mean = (probs * log_dist).sum(-1)
+        means.append(mean)
+        stds.append((probs * (log_dist - mean[:, None]).square()).sum(-1).sqrt())
+    return torch.cat(means).cpu().numpy(), torch.cat(stds).cpu().numpy()

@@ -1,0 +1,165 @@
+"""Targets given sources: log-probabilities of target texts, and greedy targets, for seq2seq and causal LMs.
+
+- seq2seq: the source is the encoder input (the tokenizer's special tokens added, e.g. T5's
+  `</s>`), the target the decoder labels (also with `</s>`); log p(y_t | x, y_<t) for every
+  target token, the closing `</s>` included.
+- causal: the sequence is [BOS] + source tokens + target tokens (BOS when the tokenizer has one);
+  log p(y_t | [BOS] x y_<t) for every target token. Source and target are tokenized apart, so
+  the target's tokens are the same whatever the source.
+Sources and targets are cut to `max_source` / `max_target` tokens (counted with special tokens).
+Rows are sorted by length and right-padded with the padding masked.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+
+import numpy as np
+import torch
+
+from harness.scoring.batching import padding_id, right_pad
+from harness.scoring.causal import encode_with_bos
+from harness.scoring.distributed import run_batches
+from harness.scoring.spans import length_batches
+
+log = logging.getLogger(__name__)
+
+
+def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> list[list[int]]:
+    ids = tokenizer(list(texts), add_special_tokens=special)["input_ids"] if texts else []
+    return [list(x[:limit]) if limit else list(x) for x in ids]
+
+
+def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: bool, max_source: int | None,
+                 max_target: int | None, add_start: bool = True) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of the sources and the targets, as the module docstring says, cut to the limits;
+    `add_start=False`: a causal source without the BOS."""
+    target_ids = _encode(tokenizer, targets, max_target, special=seq2seq)
+    if seq2seq:
+        return _encode(tokenizer, sources, max_source, special=True), target_ids
+    encoded, _ = encode_with_bos(tokenizer, sources, add_start=add_start)
+    return [ids[:max_source] if max_source else ids for ids in encoded], target_ids
+
+
+@torch.no_grad()
+def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], seq2seq: bool, batch_size: int = 16,
+                    max_source: int | None = None, max_target: int | None = None,
+                    progress: bool | None = None, add_start: bool = True) -> list[np.ndarray]:
+    """log p(y_t | source, y_<t) for every target token, one array per (source, target); a causal
+    source must have at least one token (`add_start=False`: without the BOS)."""
+    device = next(model.parameters()).device
+    pad = padding_id(tokenizer)
+    source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target, add_start)
+    lengths = [len(s) + len(t) for s, t in zip(source_ids, target_ids)]
+
+    def score_batch(batch: list[int]) -> list[np.ndarray]:
+        if seq2seq:
+            inputs, mask = right_pad([source_ids[i] for i in batch], pad)
+            labels, label_mask = right_pad([target_ids[i] for i in batch], pad)
+            labels = labels.masked_fill(label_mask == 0, -100)
+            logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device), labels=labels.to(device)).logits
+            starts = [0] * len(batch)
+        else:
+            inputs, mask = right_pad([source_ids[i] + target_ids[i] for i in batch], pad)
+            # position p predicts token p + 1: the target's tokens are predicted from len(source) - 1 on
+            logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits[:, :-1]
+            labels = inputs[:, 1:]
+            starts = [len(source_ids[i]) - 1 for i in batch]
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        picked = []
+        for j, i in enumerate(batch):
+            positions = torch.arange(starts[j], starts[j] + len(target_ids[i]), device=device)
+            picked.append(logprobs[j, positions, labels[j, positions.cpu()].to(device)].cpu().numpy())
+        return picked
+
+    done = run_batches(length_batches(lengths, batch_size), score_batch, "scoring targets", progress)
+    return [done[i] for i in range(len(sources))]
+
+
+def _cache_argument(model) -> str | None:
+    """The name under which the model's forward takes a key/value cache (`cache` in transformers 5,
+    `past_key_values` before), None when it takes none."""
+    parameters = inspect.signature(model.forward).parameters
+    return next((name for name in ("cache", "past_key_values") if name in parameters), None)
+
+
+@torch.no_grad()
+def shared_prefix_logprobs(model, prefix_ids: list[int], target_ids: list[list[int]], batch_size: int = 16,
+                           pad: int = 0, progress: bool | None = None) -> list[np.ndarray] | None:
+    """log p(y_t | prefix, y_<t) for every token of every target, all after the same causal `prefix_ids`
+    (which must fit the context together with each target): the prefix runs through the model once
+    and its key/value cache is reused by every batch of targets (copied and repeated per row),
+    instead of running the prefix again for every target. Equal to `target_logprobs` with that prefix
+    as every source, up to float rounding. None when the model has no reusable cache (the caller
+    then runs the prefix with every target, `target_logprobs`)."""
+    name = _cache_argument(model)
+    device = next(model.parameters()).device
+    if name is not None and prefix_ids:
+        try:
+            out = model(input_ids=torch.tensor([prefix_ids], device=device), use_cache=True)
+            cache = getattr(out, "cache", None) or out.past_key_values
+            first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # predicts each target's first token
+            if cache is not None and hasattr(cache, "batch_repeat_interleave"):
+                return _with_cache(model, name, cache, first, len(prefix_ids), target_ids, batch_size, pad, progress)
+        except (TypeError, ValueError, NotImplementedError, AttributeError) as err:
+            log.warning("%s: no reusable key/value cache (%s); the prefix runs with every target",
+                        type(model).__name__, str(err).splitlines()[0][:200])
+    return None
+
+
+def _with_cache(model, name, cache, first: torch.Tensor, n_prefix: int, target_ids: list[list[int]],
+                batch_size: int, pad: int, progress: bool | None) -> list[np.ndarray]:
+    device = first.device
+    scorable = [i for i, ids in enumerate(target_ids) if ids]
+
+    def score_batch(batch: list[int]) -> list[np.ndarray]:
+        rows = [target_ids[scorable[k]] for k in batch]
+        inputs, mask = right_pad(rows, pad)
+        repeated = copy.deepcopy(cache)
+        repeated.batch_repeat_interleave(len(rows))
+        full_mask = torch.cat([torch.ones(len(rows), n_prefix, dtype=mask.dtype), mask], dim=1)
+        logits = model(input_ids=inputs.to(device), attention_mask=full_mask.to(device), use_cache=True,
+                       **{name: repeated}).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        out = []
+        for j, row in enumerate(rows):
+            following = torch.tensor(row[1:], dtype=torch.long, device=device)
+            later = logprobs[j, torch.arange(len(row) - 1, device=device), following]
+            out.append(torch.cat([first[row[0]].view(1), later]).cpu().numpy())
+        return out
+
+    done = run_batches(length_batches([len(target_ids[i]) for i in scorable], batch_size), score_batch,
+                       "scoring after the prefix", progress)
+    results = [np.zeros(0, dtype=np.float32) for _ in target_ids]
+    for k, value in done.items():
+        results[scorable[k]] = value
+    return results
+
+
+@torch.no_grad()
+def greedy_targets(model, tokenizer, sources: list[str], max_new_tokens: int, batch_size: int = 16,
+                   max_source: int | None = None, progress: bool | None = None) -> list[list[int]]:
+    """Greedy decoder outputs of a seq2seq model (token ids; the decoder start, padding and the
+    first `</s>` and what follows it dropped), up to `max_new_tokens` each."""
+    device = next(model.parameters()).device
+    pad = padding_id(tokenizer)
+    eos = tokenizer.eos_token_id
+    source_ids = _encode(tokenizer, sources, max_source, special=True)
+
+    def generate_batch(batch: list[int]) -> list[list[int]]:
+        inputs, mask = right_pad([source_ids[i] for i in batch], pad)
+        generated = model.generate(input_ids=inputs.to(device), attention_mask=mask.to(device),
+                                   max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        outputs = []
+        for j in range(len(batch)):
+            ids = generated[j, 1:].tolist()  # drop the decoder start token
+            if eos is not None and eos in ids:
+                ids = ids[: ids.index(eos)]
+            outputs.append([t for t in ids if t != pad])
+        return outputs
+
+    done = run_batches(length_batches([len(s) for s in source_ids], batch_size), generate_batch, "generating",
+                       progress)
+    return [done[i] for i in range(len(sources))]

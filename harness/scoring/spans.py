@@ -1,0 +1,77 @@
+"""Character spans of texts aligned to subword tokens, and length-sorted batches of token rows.
+
+`align_spans` tokenizes texts with the fast (Rust) tokenizer, special tokens included, and maps
+each character span [start, end) to the indices of the non-special tokens whose characters
+overlap it. The scoring primitives that read model outputs at a span's tokens (token classes,
+pooled hidden states) share it, and `length_batches`, so they align and batch the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from harness.core.errors import UserError
+
+Span = tuple[int, int]
+
+
+def span_token_indices(offsets: list[tuple[int, int]], special: list[int], start: int, end: int) -> np.ndarray:
+    """Indices of the non-special tokens whose characters overlap [start, end)."""
+    return np.array([i for i, ((a, b), s) in enumerate(zip(offsets, special))
+                     if not s and b > a and a < end and b > start], dtype=np.int64)
+
+
+def align_spans(tokenizer, texts: list[str], spans: list[list[Span]], context: int,
+                start_token: int | None = None) -> tuple[list[list[int]], list[list[np.ndarray]]]:
+    """Token ids of each text (special tokens included) and, for each of its spans, the indices of
+    the span's tokens.
+
+    With `start_token` (a causal LM's, `harness.scoring.causal.causal_start_token`) each text is that token
+    followed by the text's tokens without the tokenizer's own special tokens: what a causal LM is
+    scored on. Otherwise the tokenizer adds its special tokens ([CLS] ... [SEP], <s> ... </s>).
+    A text longer than `context` tokens, or a span that covers no token, is a `UserError`; so is a
+    slow tokenizer, which has no character offsets.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise UserError("span scoring needs a fast (Rust) tokenizer for character offsets; "
+                        f"{type(tokenizer).__name__} is not one")
+    # The Rust tokenizer itself (a copy, never truncating or padding): the same encodings as
+    # `tokenizer(...)` without converting each one into Python lists.
+    backend = copy.deepcopy(tokenizer.backend_tokenizer)
+    backend.no_truncation()
+    backend.no_padding()
+    encodings = backend.encode_batch(list(texts), add_special_tokens=start_token is None)
+    ids, positions = [], []
+    for text, encoding, text_spans in zip(texts, encodings, spans):
+        row, offsets, special = encoding.ids, encoding.offsets, encoding.special_tokens_mask
+        if start_token is not None:
+            row, offsets, special = [start_token] + row, [(0, 0)] + offsets, [1] + special
+        if len(row) > context:
+            raise UserError(f"a text is {len(row)} tokens long, over the model's context of {context}: "
+                            f"{text[:60]!r}")
+        found = []
+        for start, end in text_spans:
+            where = span_token_indices(offsets, special, start, end)
+            if len(where) == 0:
+                raise UserError(f"characters {start}-{end} of {text[:60]!r} cover no token")
+            found.append(where)
+        ids.append(row)
+        positions.append(found)
+    return ids, positions
+
+
+def length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Row indices in batches of `batch_size`, longest rows first, so padding stays small."""
+    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def words_to_text(words: list[str]) -> tuple[str, list[Span]]:
+    """The words joined by single spaces, and each word's character span in that text."""
+    spans, start = [], 0
+    for word in words:
+        spans.append((start, start + len(word)))
+        start += len(word) + 1
+    return " ".join(words), spans
