@@ -254,3 +254,23 @@ def test_stereoset_bad_input(load, change, message):
               "unrelated": [-2.0, -2.0, -4.5], "targets": ["A", "A", "B"], **change}
     with pytest.raises(ValueError, match=message):
         load("membench_stereoset", **IN_MEMORY).compute(**{k: v for k, v in inputs.items() if v is not None})
+
+
+# ---------------------------------------------------------------- the examples in the metric docs
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(evaluate_lib, name):
+    """The `Examples:` of each module's `_KWARGS_DESCRIPTION` (what `evaluate` shows as its usage)
+    run as doctests and print what they say they print."""
+    import doctest
+    import importlib.util
+
+    path = Path(module_path(name)) / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"doctest_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    test = doctest.DocTestParser().get_doctest(module._KWARGS_DESCRIPTION, {}, name, str(path), 0)
+    assert test.examples, f"{name} documents no example"
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0

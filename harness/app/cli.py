@@ -312,7 +312,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from harness.core.io import check_writable_folder
+    import leaderboard
+    from harness.app.registry import check_own_package
     from leaderboard.build import is_current, write_board
+
+    check_own_package(leaderboard)
 
     if args.check:
         if is_current(args.submissions, args.output):

@@ -87,12 +87,13 @@ def check_job_settings(submissions: Path, board: Path, batch_size: int, device: 
     if batch_size < 1:
         raise UserError(f"--batch-size must be a positive integer, got {batch_size}")
     resolve_device(device)
-    check_writable_folder(submissions, "--submissions")
+    check_writable_folder(submissions, f"--submissions {submissions}")
     board = Path(board).expanduser()
     if board.is_dir():
         raise UserError(f"--output {board} is a folder; give the board's file name, e.g. LEADERBOARD.md")
-    check_writable_folder(board.parent, "--output")
-    check_writable_folder(cache_dir(), "the membench cache ($MEMBENCH_CACHE)")
+    check_writable_folder(board.parent, f"--output {board}")
+    cache = cache_dir()
+    check_writable_folder(cache, f"the membench cache {cache}")
 
 
 def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, device: str = "auto",

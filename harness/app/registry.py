@@ -8,15 +8,34 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
+from harness.core.errors import UserError
 from harness.core.results import ResultsFile
 from harness.core.task import Task, registered_tasks, select_from
 
 
+def check_own_package(module) -> None:
+    """A `UserError` unless the top-level package `module` (`tasks`, `leaderboard`) is membench's
+    own: installed beside `harness`. Another distribution's package of the same name, earlier on
+    the import path, would otherwise be imported in its place (README: "Import names")."""
+    import harness
+
+    ours = Path(harness.__file__).resolve().parent.parent
+    found = (Path(module.__file__).parent if getattr(module, "__file__", None)  # a namespace package has none
+             else Path(next(iter(module.__path__)))).resolve()
+    if found.parent != ours:
+        raise UserError(f"the import name {module.__name__!r} is taken by {found} (another package of that name comes "
+                        f"first on the import path); membench's own is in {ours / module.__name__}: remove or "
+                        "uninstall the other one")
+
+
 def discover() -> dict[str, type[Task]]:
-    """Import every `tasks.<name>.task` module so the tasks register themselves; name -> class."""
+    """Import every `tasks.<name>.task` module so the tasks register themselves; name -> class.
+    A `UserError` when `tasks` is another distribution's package (`check_own_package`)."""
     import tasks
 
+    check_own_package(tasks)
     for module in pkgutil.iter_modules(tasks.__path__):
         if module.ispkg:
             importlib.import_module(f"tasks.{module.name}.task")
