@@ -13,6 +13,7 @@ import pytest
 from model_families import FAMILIES, build_family
 
 from harness.app.registry import select
+from harness.model import kinds
 from harness.model import loading as models
 from harness.run import runner
 
@@ -64,32 +65,32 @@ def test_family_runs_every_task_it_can(family, family_root, all_tasks, tmp_path,
 
 def test_original_t5_config_is_seq2seq():
     config = {"architectures": ["T5WithLMHeadModel"], "model_type": "t5", "is_encoder_decoder": True}
-    assert models.detect_kind(config) is models.ModelKind.SEQ2SEQ
+    assert kinds.detect_kind(config) is models.ModelKind.SEQ2SEQ
 
 
 def test_multimodal_wrapper_is_causal():
     config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": {}}
-    assert models.detect_kind(config) is models.ModelKind.CAUSAL_LM
+    assert kinds.detect_kind(config) is models.ModelKind.CAUSAL_LM
     for architecture, model_type in (("LlavaForConditionalGeneration", "llava"),
                                      ("Mistral3ForConditionalGeneration", "mistral3"),
                                      ("Qwen2VLForConditionalGeneration", "qwen2_vl")):
         config = {"architectures": [architecture], "model_type": model_type, "text_config": {}}
-        assert models.detect_kind(config) is models.ModelKind.CAUSAL_LM, architecture
+        assert kinds.detect_kind(config) is models.ModelKind.CAUSAL_LM, architecture
 
 
 def test_kind_from_model_type_is_a_guess_said_aloud():
-    kind, note = models.detect_kind_with_note({"model_type": "gpt2"})
+    kind, note = kinds.detect_kind_with_note({"model_type": "gpt2"})
     assert kind is models.ModelKind.CAUSAL_LM and "model_type 'gpt2'" in note
-    assert models.detect_kind_with_note({"model_type": "bert"})[0] is models.ModelKind.MASKED_LM
-    assert models.detect_kind_with_note({"model_type": "t5", "is_encoder_decoder": True})[0] is models.ModelKind.SEQ2SEQ
-    kind, note = models.detect_kind_with_note({"model_type": "no-such-type"})
+    assert kinds.detect_kind_with_note({"model_type": "bert"})[0] is models.ModelKind.MASKED_LM
+    assert kinds.detect_kind_with_note({"model_type": "t5", "is_encoder_decoder": True})[0] is models.ModelKind.SEQ2SEQ
+    kind, note = kinds.detect_kind_with_note({"model_type": "no-such-type"})
     assert kind is models.ModelKind.ENCODER and "--model-kind" in note
-    assert models.detect_kind_with_note({"architectures": ["BertForMaskedLM"]}) == (models.ModelKind.MASKED_LM, None)
+    assert kinds.detect_kind_with_note({"architectures": ["BertForMaskedLM"]}) == (models.ModelKind.MASKED_LM, None)
 
 
 def test_unknown_architecture_name_falls_back_on_its_suffix():
-    assert models.detect_kind({"architectures": ["MyRemoteForCausalLM"]}) is models.ModelKind.CAUSAL_LM
-    assert models.detect_kind({"architectures": ["MyRemoteWithLMHeadModel"], "is_encoder_decoder": True}) \
+    assert kinds.detect_kind({"architectures": ["MyRemoteForCausalLM"]}) is models.ModelKind.CAUSAL_LM
+    assert kinds.detect_kind({"architectures": ["MyRemoteWithLMHeadModel"], "is_encoder_decoder": True}) \
         is models.ModelKind.SEQ2SEQ
 
 
@@ -97,7 +98,7 @@ def test_architectures_must_be_a_list_of_names():
     from harness.core.errors import UserError
 
     with pytest.raises(UserError, match="architectures"):
-        models.detect_kind({"architectures": 5})
+        kinds.detect_kind({"architectures": 5})
 
 
 def named_family(name: str):

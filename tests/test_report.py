@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from conftest import write_jsonl
 
+from harness.app import job as workflow
 from harness.app.cli import main
 from harness.app.report import evaluated_message, headline_line, results_table
 from harness.core.model_types import ModelKind
@@ -27,7 +28,6 @@ from harness.core.results import (
 )
 from harness.core.task import RunContext, Task, TaskResult
 from harness.model.loading import ModelSpec
-from harness.app import job as workflow
 from harness.reference.build import MANIFEST, Recipe
 from harness.run.runner import EvaluateOptions, run_task
 from harness.scoring import distributed

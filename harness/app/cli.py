@@ -8,184 +8,9 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
+from harness.app.parser import DEFAULT_BOARD, build_parser, reference_build_names, task_overrides
 from harness.core.errors import UserError
-from harness.core.task import split_commas
-
-DEFAULT_SUBMISSIONS = Path("submissions")
-DEFAULT_BOARD = Path("LEADERBOARD.md")
-
-
-def add_task_config_flags(parser: argparse.ArgumentParser) -> list[str]:
-    """A `--field-name` flag for every field of every registered task's Config; returns the fields."""
-    from harness.app.registry import discover
-    from harness.core.task import is_sequence
-
-    owners: dict[str, list[str]] = {}
-    fields = {}
-    for name, task in discover().items():
-        for field_name, field in task.Config.model_fields.items():
-            owners.setdefault(field_name, []).append(name)
-            fields.setdefault(field_name, field)
-    group = parser.add_argument_group("task settings (each applies to the selected tasks that have it)")
-    for field_name, field in fields.items():
-        group.add_argument(
-            "--" + field_name.replace("_", "-"), dest=f"task__{field_name}", default=None, metavar=field_name.upper(),
-            type=split_commas if is_sequence(field.annotation) else str,
-            help=f"{field.description or ''} (default {field.default!r}; tasks: {', '.join(owners[field_name])})",
-        )
-    return list(fields)
-
-
-def task_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {key.removeprefix("task__"): value for key, value in vars(args).items()
-            if key.startswith("task__") and value is not None}
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def seed_int(text: str) -> int:
-    """A seed: an integer from 0 to `harness.core.task.MAX_SEED` (numpy's generators refuse negative seeds,
-    and its global seed, which the reference training sets, anything from 2**32 on)."""
-    from harness.core.task import MAX_SEED
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {value}")
-    return value
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2), like every other user error."""
-
-    def error(self, message: str):
-        self.exit(2, f"membench: error: {message} (see `{self.prog} --help`)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from harness.core.model_types import ModelKind
-
-    parser = OneLineErrorParser(prog="membench", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
-
-    ev = commands.add_parser("evaluate", help="evaluate one checkpoint on tasks, write a results file")
-    ev.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
-    ev.add_argument("--revision", help="hub revision (branch, tag or commit)")
-    ev.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
-    ev.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
-    ev.add_argument("--tasks", required=True, help="comma-separated task names, or `all`")
-    ev.add_argument("--batch-size", type=positive_int, default=16)
-    ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (under a data-parallel launcher, "
-                                                     "auto and cuda mean each process's own GPU)")
-    ev.add_argument("--device-map", help="spread a model too large for one device over the GPUs (and CPU): "
-                                         "from_pretrained(device_map=...), e.g. auto; not with a data-parallel launch")
-    ev.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    ev.add_argument("--limit", type=positive_int,
-                    help="a quick test run: cut each task's data to about this many samples (its card says how, "
-                         "and what work stays whole); the board marks such results and `validate --strict` "
-                         "refuses them for submission")
-    ev.add_argument("--seed", type=seed_int, default=0)
-    ev.add_argument("--log-samples", action="store_true", help="also write per-sample JSONL files")
-    ev.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
-    ev.add_argument("--trust-remote-code", action="store_true", help="allow the checkpoint's own Python code")
-    ev.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (*.bin, *.pt)")
-    ev.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")
-    ev.add_argument("--threads", type=positive_int,
-                    help="CPU threads for PyTorch and the BLAS libraries (default: the cores this process may use, "
-                         "by CPU affinity and cgroup quota, shared among the processes of a data-parallel run)")
-    ev.add_argument("--reproducible", action="store_true",
-                    help="pin the CPU kernels and threads as `membench run` does (harness/run/reproducible.py), so "
-                         "the numbers come out the same to the last bit on any x86-64 CPU with AVX2")
-    add_task_config_flags(ev)
-
-    ex = commands.add_parser("export-lm-eval", help="write lm-evaluation-harness tasks (YAML + data + utils.py) "
-                             "for the tasks lm-eval can express, to run with `lm_eval --include_path DIR`")
-    ex.add_argument("folder", type=Path, metavar="DIR", help="folder for the task files (created)")
-    ex.add_argument("--model", required=True, help="the causal LM the tasks are for (local folder or hub id): only "
-                    "its tokenizer is loaded, for token counts and generation budgets")
-    ex.add_argument("--revision", help="hub revision (branch, tag or commit)")
-    ex.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
-    ex.add_argument("--tasks", help="comma-separated membench task names (default: every exportable task)")
-    ex.add_argument("--limit", type=positive_int, help="export at most this many samples per task, as "
-                    "`membench evaluate --limit` takes them")
-    ex.add_argument("--seed", type=seed_int, default=0)
-    ex.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
-    add_task_config_flags(ex)
-
-    im = commands.add_parser("import-lm-eval", help="turn an lm-eval results file of exported tasks into a membench "
-                             "results file")
-    im.add_argument("results_file", type=Path, metavar="RESULTS_JSON", help="lm-eval's results_<time>.json")
-    im.add_argument("--model", help="the evaluated checkpoint, when not where lm-eval's model_args say")
-    im.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
-    im.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
-    im.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
-    im.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (*.bin, *.pt) to be hashed")
-
-    commands.add_parser("tasks", help="list the registered tasks")
-
-    va = commands.add_parser("validate", help="check results files against the schema (every file; one line "
-                                              "each, exit 2 when any fails)")
-    va.add_argument("files", nargs="+", type=Path)
-    va.add_argument("--strict", action="store_true",
-                    help="also refuse what may not be submitted: results of runs with --limit, and task "
-                         "versions newer than this membench's (CI checks the submissions this way)")
-
-    lb = commands.add_parser("leaderboard", help="render LEADERBOARD.md, its plots and the web board from the submissions")
-    lb.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
-    lb.add_argument("--output", type=Path, default=DEFAULT_BOARD)
-    lb.add_argument("--site", type=Path, default=None,
-                    help="folder of the static web board (default: site/ beside --output); replaced whole")
-    lb.add_argument("--no-site", action="store_true", help="write the markdown and plots only")
-    lb.add_argument("--check", action="store_true",
-                    help="exit 1 when the markdown on disk is not current (the site is not committed, not checked)")
-
-    ref = commands.add_parser("reference", help="reference checkpoints")
-    ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
-    rb = ref_commands.add_parser("build", help="train the reference checkpoints (CPU, a few minutes): causal LMs "
-                                               "(English members, English non-member baseline, Japanese "
-                                               "members), the NER token classifier, the T5 model and its "
-                                               "pruned variant, and the masked LM")
-    rb.add_argument("--output", type=Path, help="parent folder of the builds (default: the membench cache)")
-    rb.add_argument("--seed", type=seed_int, default=0,
-                    help="seed of the causal LMs' member split and training (tasks read it as "
-                         "--reference-seed); the NER, T5 and masked-LM models always use seed 0")
-    rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
-    rb.add_argument("--force", action="store_true", help="rebuild even when already built")
-    rb.add_argument("--builds", type=split_commas,
-                    help="comma-separated build names (default: all): " + ", ".join(reference_build_names()))
-
-    pr = commands.add_parser("prune", help="save a sparse variant of a checkpoint: global L1 unstructured pruning "
-                                           "of all linear weights")
-    pr.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
-    pr.add_argument("--revision", help="hub revision (branch, tag or commit)")
-    pr.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
-    pr.add_argument("--sparsity", type=float, required=True, help="share of the linear weights set to zero, in (0, 1)")
-    pr.add_argument("--output", type=Path, required=True, help="new folder for the pruned checkpoint")
-    pr.add_argument("--trust-remote-code", action="store_true")
-    pr.add_argument("--allow-pickle", action="store_true")
-
-    run = commands.add_parser("run", help="build the reference checkpoints, evaluate on each the tasks it is a "
-                                          "control for, write submissions and the leaderboard")
-    run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
-    run.add_argument("--output", type=Path, default=DEFAULT_BOARD)
-    run.add_argument("--batch-size", type=positive_int, default=16)
-    run.add_argument("--device", default="auto", type=device_name, help="cpu, cuda, cuda:N or auto")
-    run.add_argument("--quick", action="store_true", help="use the small test build (for smoke tests)")
-    run.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")
-    return parser
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -311,9 +136,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from harness.core.io import check_writable_folder
     import leaderboard
     from harness.app.registry import check_own_package
+    from harness.core.io import check_writable_folder
     from leaderboard.build import is_current, write_board
 
     check_own_package(leaderboard)
@@ -357,12 +182,6 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def reference_build_names() -> list[str]:
-    from harness.reference.recipes import reference_recipes
-
-    return [config.name for config, _ in reference_recipes()]
-
-
 def cmd_prune(args: argparse.Namespace) -> int:
     import json
 
@@ -377,16 +196,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
     print(json.dumps(record, indent=1), file=sys.stderr)
     print(args.output)
     return 0
-
-
-def device_name(text: str) -> str:
-    """`membench run --device`: the name checked as the flags are read, before a pinned child process
-    starts; whether this machine has that device is checked before any work (`check_job_settings`)."""
-    from harness.model.loading import is_device_name
-
-    if not is_device_name(text):
-        raise argparse.ArgumentTypeError(f"unknown device {text!r}; choose cpu, cuda, cuda:N or auto")
-    return text
 
 
 def cmd_run(args: argparse.Namespace) -> int:

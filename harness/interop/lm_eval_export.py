@@ -194,7 +194,8 @@ def export_tasks(spec, registry: dict[str, type[Task]], names: str | None, overr
 
     from harness.core.model_types import ModelKind
     from harness.core.task import RunContext
-    from harness.model.loading import context_length, detect_kind, load_tokenizer, read_config, resolve_local_folder
+    from harness.model.kinds import detect_kind
+    from harness.model.loading import context_length, load_tokenizer, read_config, resolve_local_folder
     from harness.run.runner import build_config
 
     folder, _, revision = resolve_local_folder(spec)

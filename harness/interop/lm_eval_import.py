@@ -134,10 +134,10 @@ def import_results(path: Path, output_path: Path, registry: dict[str, type[Task]
     from harness.core.model_types import ModelKind
     from harness.interop.lm_eval_export import tokenizer_fingerprint
     from harness.model.identity import model_identity
+    from harness.model.kinds import detect_kind
     from harness.model.loading import (
         ModelSpec,
         default_name,
-        detect_kind,
         load_tokenizer,
         read_config,
         resolve_local_folder,
