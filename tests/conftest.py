@@ -1,4 +1,12 @@
-"""Shared fixtures: a private membench cache, a tiny random causal LM, and the quick reference build."""
+"""Shared fixtures (a private membench cache, a tiny random causal LM, the quick reference build) and
+the `slow` mark.
+
+Tests are grouped by layer: `unit/` (the library below the application), `tasks/` (one file per
+task), `cli/` (the command line end to end), `board/` (results files, LEADERBOARD.md, the web
+board), `reference/` (the reference builds and their controls); `helpers/` holds what several
+share. `slow` marks every test of `cli/` and `reference/` and every test that uses a reference
+build (`BUILD_FIXTURES`), so `pytest -m "not slow"` is the fast loop; `pytest` runs everything.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,22 @@ from harness.run.reproducible import pinned_environment
 os.environ.update(pinned_environment())
 
 from harness.reference import train  # noqa: E402
+
+# Folders whose every test is slow: they drive the whole command line or train reference builds.
+SLOW_FOLDERS = ("cli", "reference")
+# Fixtures that train (or fetch and score with) a reference build: a test that uses one is slow.
+BUILD_FIXTURES = frozenset({"quick_reference", "reference_ner", "quick_mlm", "tiny_t5", "english", "japanese",
+                            "runs", "aucs", "attacks", "family_root", "models", "skip_run", "control_prompts"})
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark `slow` the tests of `SLOW_FOLDERS` and those that use a `BUILD_FIXTURES` fixture."""
+    tests = Path(__file__).parent
+    for item in items:
+        folder = Path(item.path).relative_to(tests).parts[0]
+        if folder in SLOW_FOLDERS or BUILD_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 TINY_TEXTS = [
     "The quick brown fox jumps over the lazy dog near the river bank.",

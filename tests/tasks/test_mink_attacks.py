@@ -1,5 +1,5 @@
 """mink_membership's attacks beyond the token log-probs: ref, ne, recall, dc_pdd (gradnorm:
-tests/test_gradnorm.py). Hand-computed values of each formula, agreement with MIMIR's definitions
+tests/unit/test_gradnorm.py). Hand-computed values of each formula, agreement with MIMIR's definitions
 written out here on the tiny random GPT-2, neighbours that are seeded, batch-independent and
 cached, and the runner's handling of the auxiliary models (loaded, in the cache key, recorded)."""
 

@@ -14,7 +14,7 @@ import torch
 from harness.run import reproducible
 from tests.conftest import assert_user_error
 
-SCRIPT = Path(__file__).with_name("tiny_training.py")
+SCRIPT = Path(__file__).parents[1] / "helpers" / "tiny_training.py"
 REPO = SCRIPT.parent.parent
 
 

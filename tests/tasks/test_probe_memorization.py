@@ -27,7 +27,7 @@ from tasks.probe_memorization.data import (
 from tasks.probe_memorization.task import ProbeMemorization, ProbeMemorizationConfig
 
 TASK = "probe_memorization"
-EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
+EWT = Path(__file__).resolve().parents[3] / "shared" / "data" / "ud_english_ewt"
 
 
 def sentence(text: str, tags: str | None = None) -> Sentence:

@@ -23,9 +23,8 @@ from harness.reference.t5_build import (
     train_t5_tokenizer,
 )
 from tests.conftest import TINY_TEXTS
+from tests.helpers.tiny_models import TINY_T5
 
-TINY = T5BuildConfig(vocab_size=300, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, pretrain_steps=12,
-                     batch_size=8, learning_rate=3e-3, max_input_tokens=32)
 VOCABULARY_SCRIPT = """
 import json
 from harness.reference.t5_build import T5BuildConfig, pretraining_texts, train_t5_tokenizer
@@ -41,7 +40,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory) -> Path:
-    return build_t5(TINY, tmp_path_factory.mktemp("t5") / "tiny-t5")
+    return build_t5(TINY_T5, tmp_path_factory.mktemp("t5") / "tiny-t5")
 
 
 def reconstruct(inputs: list[int], targets: list[int], sentinels: list[int], eos_id: int) -> list[int]:
@@ -126,8 +125,8 @@ def test_pretraining_lowers_the_loss(tiny_t5):
 
 
 def test_the_build_is_deterministic_and_is_not_redone(tiny_t5, tmp_path):
-    again = build_t5(TINY, tmp_path / "again")
+    again = build_t5(TINY_T5, tmp_path / "again")
     first, second = read_manifest(tiny_t5), read_manifest(again)
     assert [c["weights_sha256"] for c in first["checkpoints"]] == [c["weights_sha256"] for c in second["checkpoints"]]
     before = (again / MANIFEST).stat().st_mtime_ns
-    assert build_t5(TINY, again) == again and (again / MANIFEST).stat().st_mtime_ns == before
+    assert build_t5(TINY_T5, again) == again and (again / MANIFEST).stat().st_mtime_ns == before

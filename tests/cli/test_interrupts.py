@@ -26,7 +26,7 @@ from harness.files import staging
 from harness.model.loading import ModelSpec
 from harness.run.reproducible import CHILD_MARK, pinned_environment
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # Imported by every Python process of a subprocess test (PYTHONPATH), the pinned child included:
 # registers a task that finishes and one that runs until it is interrupted.

@@ -13,7 +13,7 @@ from harness.model.loading import ModelSpec, load
 from harness.model.prune import linear_modules
 from leaderboard.build import render_markdown
 from tests.conftest import assert_user_error
-from tests.test_ner_prompt_memorization import save_tiny_ner
+from tests.helpers.tiny_models import save_tiny_ner
 
 
 def weights(folder) -> dict[str, np.ndarray]:

@@ -3,7 +3,7 @@ sha256 of its saved weights. The determinism tests run it under emulated CPUs
 (`ATEN_CPU_CAPABILITY`), pinned by `harness.run.reproducible.run_pinned` as the reference builds are,
 or `--unpinned` to show what the pins remove.
 
-usage: python tests/tiny_training.py OUTPUT_FOLDER [--unpinned]
+usage: python tests/helpers/tiny_training.py OUTPUT_FOLDER [--unpinned]
 """
 
 from __future__ import annotations

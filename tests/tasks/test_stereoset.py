@@ -258,7 +258,7 @@ def test_lm_eval_requests_add_up_to_the_official_score(tiny_lm):
 @pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory) -> Path:
     from harness.reference.t5_build import build_t5
-    from tests.test_reference_t5 import TINY
+    from tests.helpers.tiny_models import TINY_T5 as TINY
 
     folder = build_t5(TINY, tmp_path_factory.mktemp("t5") / "tiny-t5")
     return folder / TINY.name

@@ -585,7 +585,7 @@ def test_data_file_linked_to_dev_zero(capsys, tiny_lm, tmp_path, out):
 # ---------------------------------------------------------------- issue 17: the real command line, in a subprocess
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _membench(argv: list[str], tmp_path: Path, file_size_limit: int | None = None) -> subprocess.CompletedProcess:

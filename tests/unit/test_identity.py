@@ -175,7 +175,7 @@ def test_schema_1_files_still_load_and_keep_their_identity():
 
 
 def test_the_committed_submissions_still_validate():
-    files = read_submissions(Path(__file__).parent.parent / "submissions")
+    files = read_submissions(Path(__file__).parents[2] / "submissions")
     assert files and all(isinstance(results, ResultsFile) for _, results in files)
 
 

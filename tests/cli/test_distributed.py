@@ -20,7 +20,7 @@ from harness.core.results import RunSettings, load_results
 from harness.reference.build import checkpoint_folders
 from harness.scoring import distributed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------- sharding

@@ -207,7 +207,7 @@ def test_task_page_draws_its_plot_and_filters_its_full_table(driver, site, tmp_p
 def test_the_workflow_checks_pull_requests_and_publishes_the_site_on_main():
     import yaml
 
-    workflow = yaml.safe_load((Path(__file__).parent.parent / ".github" / "workflows" / "leaderboard.yml").read_text())
+    workflow = yaml.safe_load((Path(__file__).parents[2] / ".github" / "workflows" / "leaderboard.yml").read_text())
     triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
     assert triggers["push"]["branches"] == ["main"] and "pull_request" in triggers
     steps = workflow["jobs"]["board"]["steps"]

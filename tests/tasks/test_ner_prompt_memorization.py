@@ -10,7 +10,6 @@ import pytest
 import torch
 from scipy.stats import chi2
 from statsmodels.stats.contingency_tables import cochrans_q as statsmodels_cochrans_q
-from transformers import BertConfig, BertForTokenClassification
 
 from harness.app.cli import main
 from harness.core.results import load_results
@@ -18,7 +17,7 @@ from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
 from harness.reference import ner_data
 from harness.reference.build import read_manifest
-from harness.reference.ner_build import NerBuildConfig, build_ner, untrained_model
+from harness.reference.ner_build import build_ner
 from harness.reference.wordpiece import train_wordpiece_tokenizer
 from harness.scoring.token_classes import span_label_probs
 from tasks.ner_prompt_memorization import prompts as P
@@ -26,22 +25,7 @@ from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.entities import entity_label_set
 from tasks.ner_prompt_memorization.task import entity_labels
 from tests.conftest import assert_user_error
-
-TINY_SENTENCES = ["Anna Berg met Tom Diaz in Oslo .", "The bank said profits rose .", "Have you seen Lee Park ?"] * 4
-
-
-def save_tiny_ner(folder: Path, labels: tuple[str, ...] = ner_data.LABELS) -> Path:
-    """A 1-layer BERT token classifier with random weights and the given labels."""
-    tokenizer = train_wordpiece_tokenizer(TINY_SENTENCES, vocab_size=200)
-    config = NerBuildConfig(hidden_size=32, n_layer=1, n_head=2, intermediate_size=64, max_positions=64)
-    model = untrained_model(len(tokenizer), config)
-    if labels != ner_data.LABELS:
-        id2label = dict(enumerate(labels))
-        model = BertForTokenClassification(BertConfig(**{**model.config.to_dict(), "id2label": id2label,
-                                                         "label2id": {v: k for k, v in id2label.items()}}))
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+from tests.helpers.tiny_models import TINY_SENTENCES, save_tiny_ner
 
 
 @pytest.fixture(scope="session")
