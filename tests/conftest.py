@@ -27,8 +27,8 @@ from harness.reference import train  # noqa: E402
 # Folders whose every test is slow: they drive the whole command line or train reference builds.
 SLOW_FOLDERS = ("cli", "reference")
 # Fixtures that train (or fetch and score with) a reference build: a test that uses one is slow.
-BUILD_FIXTURES = frozenset({"quick_reference", "reference_ner", "quick_mlm", "tiny_t5", "english", "japanese",
-                            "runs", "aucs", "attacks", "family_root", "models", "skip_run", "control_prompts"})
+BUILD_FIXTURES = frozenset({"quick_reference", "reference_ner", "quick_mlm", "reference_t5", "english", "japanese",
+                            "runs", "aucs", "attacks", "family_root"})
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -13,7 +13,16 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_results_and_leaderboard import (
+
+from harness.app.cli import main
+from harness.core.errors import UserError
+from harness.core.results import Metric, TaskEntry, load_results, parse_results, write_results
+from leaderboard import plots
+from leaderboard.build import PLOTS_FOLDER, render_markdown
+from leaderboard.collect import newest_entries, read_submissions
+from leaderboard.render import agreement_table, task_table
+from tasks.mink_membership.task import MinkMembership
+from tests.helpers.board_files import (
     ID_A,
     ID_B,
     ID_C,
@@ -25,15 +34,6 @@ from test_results_and_leaderboard import (
     table,
     unescape_markdown,
 )
-
-from harness.app.cli import main
-from harness.core.errors import UserError
-from harness.core.results import Metric, TaskEntry, load_results, parse_results, write_results
-from leaderboard import plots
-from leaderboard.build import PLOTS_FOLDER, render_markdown
-from leaderboard.collect import newest_entries, read_submissions
-from leaderboard.render import agreement_table, task_table
-from tasks.mink_membership.task import MinkMembership
 
 TASK = MinkMembership.NAME
 

@@ -9,11 +9,11 @@ import struct
 
 import matplotlib.pyplot as plt
 import pytest
-from synthetic_board import write_synthetic_submissions
 
 from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.plot_data import plot_data
 from leaderboard.plots import bar_figure, figure_of, line_figure, task_plot
+from tests.helpers.synthetic_board import write_synthetic_submissions
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from browser import browser_errors, chromium_driver
-from test_results_and_leaderboard import ID_A, ID_B, ID_C, make_results, submit
 
 from harness.app.cli import main
 from harness.core.errors import UserError
 from harness.core.results import ResultsFile
 from leaderboard.site import MARKER, render_site, write_site
+from tests.helpers.board_files import ID_A, ID_B, ID_C, make_results, submit
+from tests.helpers.browser import browser_errors, chromium_driver
 
 EVIL = '<img src=x onerror="window.pwned=1"><b>bold</b>'
 ID_D, ID_E, ID_F = "d" * 64, "e" * 64, "f" * 64

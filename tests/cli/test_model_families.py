@@ -10,12 +10,12 @@ import os
 from pathlib import Path
 
 import pytest
-from model_families import FAMILIES, build_family
 
 from harness.app.registry import select
 from harness.model import kinds
 from harness.model import loading as models
 from harness.run import runner
+from tests.helpers.model_families import FAMILIES, build_family
 
 # Only the amount of work: permutations, probe repetitions and sizes, fine-tuning runs and epochs.
 CHEAP = {"permutation_samples": 100, "max_exact_partitions": 100, "train_sizes": (4,), "repetitions": 1,
@@ -123,9 +123,8 @@ def test_causal_hidden_states_start_with_bos_like_scores(family_root):
 
 
 def test_tasks_all_skips_a_task_that_refuses_the_model_but_a_named_one_is_an_error(family_root, tmp_path, capsys):
-    from model_families import _BERT_LIKE, BERT_TOKENS, NER_TASKS, Family, _labels
-
     from harness.app.cli import main
+    from tests.helpers.model_families import _BERT_LIKE, BERT_TOKENS, NER_TASKS, Family, _labels
 
     no_person = Family("ner-no-person", "BertConfig", "BertForTokenClassification",
                        dict(_BERT_LIKE, **_labels(["O", "B-LOC", "I-LOC"])), BERT_TOKENS, "token-classifier", NER_TASKS)

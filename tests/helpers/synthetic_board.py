@@ -8,9 +8,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from test_results_and_leaderboard import make_results, submit
-
 from harness.core.results import Headline, Metric, TaskEntry
+from tests.helpers.board_files import make_results, submit
 
 KINDS = ("causal-lm", "masked-lm", "seq2seq", "encoder")
 BAR_HEADLINE = Headline(metric="icat", tags={"domain": "all"}, label="ICAT", better="higher")

@@ -31,3 +31,36 @@ def save_tiny_ner(folder: Path, labels: tuple[str, ...] = ner_data.LABELS) -> Pa
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+WORDS = ["the", "a", "man", "woman", "doctor", "nurse", "said", "went", "home", "to", "work", "."]
+
+
+def save_bert_tokenizer(folder: Path, words: list[str] = WORDS) -> int:
+    """A WordPiece tokenizer over `words` saved into `folder`; returns its vocabulary size."""
+    from transformers import BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (folder / "vocab.txt").write_text("".join(f"{token}\n" for token in vocab))
+    BertTokenizer.from_pretrained(folder).save_pretrained(folder)
+    return len(vocab)
+
+
+def bert_config(vocab_size: int, **overrides):
+    from transformers import BertConfig
+
+    settings = dict(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=32)
+    return BertConfig(**{**settings, **overrides})
+
+
+def save_bert(folder: Path, model_class: str) -> Path:
+    """A tiny seeded BERT of `model_class` (BertModel or BertForMaskedLM) with its tokenizer."""
+    import torch
+    import transformers
+
+    vocab_size = save_bert_tokenizer(folder)
+    torch.manual_seed(0)
+    getattr(transformers, model_class)(bert_config(vocab_size)).save_pretrained(folder)
+    return folder

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import assert_user_error, save_tiny_causal_lm, write_jsonl
-from test_load_integrity import save_bert
 from test_mink_membership import TASK, TEXTS
 
 from harness.app.cli import main
 from harness.core.results import load_results
 from harness.metrics import memorization as m
 from tasks.mink_membership.neighbours import Candidate, neighbour_texts, pick_swaps, swap_text
+from tests.helpers.tiny_models import save_bert
 
 # ---------------------------------------------------------------- formulas, by hand
 

@@ -79,6 +79,7 @@ def test_layouts_that_fit_neither_are_named(hub):
         load_membership_data("someone/other", "all", None, "label", 0, None)
 
 
+@pytest.mark.slow  # datasets' offline hub lookup takes about 20 s
 def test_offline_hub_fails_fast_naming_the_dataset(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(UserError, match="swj0419/WikiMIA"):

@@ -270,6 +270,7 @@ def test_evaluate_writes_a_results_file(capsys, out, minilm):
     assert len(lines) == 2 * 2 * 2 * 2  # sizes x repetitions x representations x probes
 
 
+@pytest.mark.slow  # probes trained on all of UD English EWT dev
 @pytest.mark.skipif(not EWT.is_dir(), reason=f"UD English EWT not found at {EWT}")
 def test_minilm_on_ewt_memorizes_more_with_static_embeddings_and_less_with_more_data(minilm):
     """Rosa et al. 2020's qualitative finding with the linear probe, on all-MiniLM-L6-v2 and UD English

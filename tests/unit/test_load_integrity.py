@@ -17,38 +17,7 @@ from conftest import assert_user_error, write_jsonl
 from harness.core.model_types import ModelKind
 from harness.model.identity import tokenizer_files
 from harness.model.loading import ModelSpec, load
-
-WORDS = ["the", "a", "man", "woman", "doctor", "nurse", "said", "went", "home", "to", "work", "."]
-
-
-def save_bert_tokenizer(folder: Path, words: list[str] = WORDS) -> int:
-    """A WordPiece tokenizer over `words` saved into `folder`; returns its vocabulary size."""
-    from transformers import BertTokenizer
-
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    (folder / "vocab.txt").write_text("".join(f"{token}\n" for token in vocab))
-    BertTokenizer.from_pretrained(folder).save_pretrained(folder)
-    return len(vocab)
-
-
-def bert_config(vocab_size: int, **overrides):
-    from transformers import BertConfig
-
-    settings = dict(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=32)
-    return BertConfig(**{**settings, **overrides})
-
-
-def save_bert(folder: Path, model_class: str) -> Path:
-    """A tiny seeded BERT of `model_class` (BertModel or BertForMaskedLM) with its tokenizer."""
-    import torch
-    import transformers
-
-    vocab_size = save_bert_tokenizer(folder)
-    torch.manual_seed(0)
-    getattr(transformers, model_class)(bert_config(vocab_size)).save_pretrained(folder)
-    return folder
+from tests.helpers.tiny_models import WORDS, bert_config, save_bert, save_bert_tokenizer
 
 
 def edit_config(folder: Path, **changes) -> None:
@@ -195,6 +164,7 @@ def test_heads_a_kind_does_not_use_are_allowed(tmp_path, caplog):
     assert "cls.predictions.bias" in caplog.text and "pooler.dense.weight" in caplog.text
 
 
+@pytest.mark.slow  # the command line in its own process
 def test_verbose_evaluate_logs_the_load_report(tiny_lm, tmp_path, out, data):
     """`membench -v evaluate` (its own process: the CLI sets up logging) shows the load report."""
     argv = [sys.executable, "-m", "harness", "-v", *evaluate_argv(tiny_lm, data, out, "--no-cache")]
