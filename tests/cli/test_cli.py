@@ -1,4 +1,5 @@
-"""`membench tasks`, the task-setting flags of `membench evaluate`, and bad setting values."""
+"""`membench tasks`, the task-setting flags of `membench evaluate`, bad setting values, and the import
+names and layering of the packages."""
 
 from __future__ import annotations
 
@@ -76,3 +77,39 @@ def test_empty_task_list(capsys, tiny_lm, tmp_path):
     line = one_error_line(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", " , ",
                                    "--output-path", str(tmp_path / "out")])
     assert "no task" in line
+
+
+def test_tasks_and_leaderboard_must_be_membench_own(tmp_path, capsys):
+    """A `tasks` or `leaderboard` package of another distribution, found first on the import path,
+    is refused with one line naming both places (README: "Import names"); membench's own pass."""
+    import types
+
+    import leaderboard
+    import tasks
+    from harness.app.registry import check_own_package
+    from harness.core.errors import UserError
+
+    check_own_package(tasks)
+    check_own_package(leaderboard)
+    foreign = types.ModuleType("tasks")
+    foreign.__file__ = str(tmp_path / "site" / "tasks" / "__init__.py")
+    with pytest.raises(UserError, match=r"the import name 'tasks' is taken by .*site/tasks"):
+        check_own_package(foreign)
+    namespace = types.ModuleType("leaderboard")
+    namespace.__file__ = None
+    namespace.__path__ = [str(tmp_path / "elsewhere" / "leaderboard")]
+    with pytest.raises(UserError, match="elsewhere/leaderboard"):
+        check_own_package(namespace)
+
+
+def test_the_import_layering_holds():
+    """The import-linter contracts of pyproject.toml (layers, no task or leaderboard below the
+    application, independent tasks, pure metrics) are kept: `lint-imports` exits 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint)], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
