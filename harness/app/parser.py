@@ -134,7 +134,8 @@ def add_evaluate(commands) -> None:
                          "by CPU affinity and cgroup quota, shared among the processes of a data-parallel run)")
     ev.add_argument("--reproducible", action="store_true",
                     help="pin the CPU kernels and threads as `membench run` does (harness/run/reproducible.py), so "
-                         "the numbers come out the same to the last bit on any x86-64 CPU with AVX2")
+                         "the numbers come out the same to the last bit on this machine under any CPU capability "
+                         "(not yet across Intel and AMD CPUs: README, Reproducible numbers)")
     add_task_config_flags(ev)
 
 

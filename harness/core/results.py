@@ -197,7 +197,7 @@ class Environment(_Strict):
     transformers: str
     platform: str
     # The numerics (harness/run/reproducible.py): PyTorch's CPU kernels, its threads, and whether the run
-    # was pinned to give the same bits on any x86-64 CPU with AVX2. Absent in older files.
+    # was pinned (`harness.run.reproducible`) to give the same bits under any CPU capability. Absent in older files.
     cpu_capability: str | None = None
     threads: int | None = None
     pinned: bool | None = None
