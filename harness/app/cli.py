@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from harness.app.parser import DEFAULT_BOARD, build_parser, reference_build_names, task_overrides
+from harness.app.registry import check_own_package
 from harness.core.errors import UserError
 
 
@@ -136,12 +137,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    import leaderboard
-    from harness.app.registry import check_own_package
     from harness.core.io import check_writable_folder
     from leaderboard.build import is_current, write_board
-
-    check_own_package(leaderboard)
 
     if args.check:
         if is_current(args.submissions, args.output):
@@ -245,16 +242,21 @@ def reporting_interrupts(command_line):
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit (ulimit -f): a write fails with EFBIG
-    args = build_parser().parse_args(argv)
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    if args.verbose == 0:
-        logging.getLogger("transformers").setLevel(logging.ERROR)
-        import transformers
-
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
     try:
+        import leaderboard
+        import tasks
+
+        for package in (tasks, leaderboard):  # before the task flags import the task modules
+            check_own_package(package)
+        args = build_parser().parse_args(argv)
+        level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+        if args.verbose == 0:
+            logging.getLogger("transformers").setLevel(logging.ERROR)
+            import transformers
+
+            transformers.logging.set_verbosity_error()
+            transformers.logging.disable_progress_bar()
         if args.command in ("run", "reference") or getattr(args, "reproducible", False):
             from harness.run import reproducible
 

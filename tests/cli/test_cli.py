@@ -113,3 +113,17 @@ def test_the_import_layering_holds():
     done = subprocess.run([str(lint)], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout
+
+
+def test_a_foreign_tasks_package_stops_the_command_line_in_one_line(tmp_path, monkeypatch, capsys):
+    """`membench` checks both packages at start, before the task flags import any task module."""
+    import sys
+    import types
+
+    from tests.conftest import assert_user_error
+
+    foreign = types.ModuleType("tasks")
+    foreign.__file__ = str(tmp_path / "site" / "tasks" / "__init__.py")
+    foreign.__path__ = [str(tmp_path / "site" / "tasks")]
+    monkeypatch.setitem(sys.modules, "tasks", foreign)
+    assert_user_error(capsys, ["tasks"], None, "the import name 'tasks' is taken by", "site/tasks")
