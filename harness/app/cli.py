@@ -16,7 +16,7 @@ from harness.core.errors import UserError
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from harness.app.registry import select
-    from harness.core.io import cache_dir, check_writable_folder
+    from harness.core.io import check_writable_cache, check_writable_folder
     from harness.core.model_types import ModelKind
     from harness.model.loading import ModelSpec, resolve_device
     from harness.reference.checkpoints import resolve_reference_model
@@ -35,8 +35,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             device = distributed.local_device()
     if distributed.is_main():  # rank 0 writes the files: find out now, not after the run, if it cannot
         check_writable_folder(args.output_path, f"--output-path {args.output_path}")
-        cache = cache_dir()
-        check_writable_folder(cache, f"the membench cache {cache}")
+        check_writable_cache()
     if not args.reproducible:  # a pinned run set its threads already
         reproducible.set_threads(args.threads or reproducible.default_threads(distributed.env_local_world_size()))
     spec = ModelSpec(model=args.model, revision=args.revision,
@@ -162,7 +161,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_reference(args: argparse.Namespace) -> int:
     from harness.app.job import build_reported
-    from harness.core.io import cache_dir, check_writable_folder
+    from harness.core.io import check_writable_cache, check_writable_folder
     from harness.reference.recipes import reference_recipes
 
     recipes = reference_recipes(args.quick, args.seed)
@@ -172,7 +171,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.output:
         check_writable_folder(args.output, "--output")
     else:
-        check_writable_folder(cache_dir(), "the membench cache ($MEMBENCH_CACHE)")
+        check_writable_cache()
     for config, build_fn in recipes:
         if args.builds is None or config.name in args.builds:
             print(build_reported(config, build_fn, args.output / config.name if args.output else None, args.force))

@@ -11,7 +11,7 @@ from harness.app.registry import discover
 from harness.app.report import evaluated_message, stage
 from harness.core.board_keys import model_key
 from harness.core.errors import UserError
-from harness.core.io import cache_dir, check_writable_folder
+from harness.core.io import check_writable_cache, check_writable_folder
 from harness.core.progress import labelled
 from harness.core.results import ResultsFile, load_results
 from harness.core.task import parse_settings
@@ -92,8 +92,7 @@ def check_job_settings(submissions: Path, board: Path, batch_size: int, device: 
     if board.is_dir():
         raise UserError(f"--output {board} is a folder; give the board's file name, e.g. LEADERBOARD.md")
     check_writable_folder(board.parent, f"--output {board}")
-    cache = cache_dir()
-    check_writable_folder(cache, f"the membench cache {cache}")
+    check_writable_cache()
 
 
 def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, device: str = "auto",

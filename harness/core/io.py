@@ -239,6 +239,14 @@ def cache_dir() -> Path:
     return root
 
 
+def check_writable_cache() -> Path:
+    """The cache folder (`cache_dir`), checked before any work like every output folder
+    (`check_writable_folder`); what `evaluate`, `run` and `reference build` check first."""
+    root = cache_dir()
+    check_writable_folder(root, f"the membench cache {root}")
+    return root
+
+
 def read_utf8(path: Path, max_bytes: int = DATA_MAX_BYTES, what: str = "data file") -> str:
     """The text of a user-given file; a `UserError` when it is missing, a folder, not a regular
     file, larger than `max_bytes` (`read_regular_file`) or not UTF-8."""

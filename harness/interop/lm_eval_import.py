@@ -88,7 +88,7 @@ def exported_tasks(raw: dict[str, Any], origin: str) -> dict[str, ExportMeta]:
 
 
 def entry(name: str, meta: ExportMeta, scores: dict[str, Any], dtype: str, lm_eval_version: str,
-          task: type[Task] | None = None) -> TaskEntry:
+          task: type[Task] | None) -> TaskEntry:
     """The membench entry of one exported task's lm-eval results; `task`, this membench's task of
     that name (None when it has none), gives the LIMIT_VERSION that keys a limited export as
     `membench evaluate` keys a limited run."""

@@ -21,7 +21,6 @@ from harness.core.io import CONFIG_MAX_BYTES, TOKENIZER_MAX_BYTES, check_regular
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.files.sources import first_line
 from harness.model.identity import TOKENIZER_PATTERNS, model_identity, tokenizer_files
-from harness.model.identity import weights_identity as weights_identity  # re-exported: the reference builds use it
 from harness.model.kinds import detect_kind_with_note, model_class
 
 log = logging.getLogger(__name__)

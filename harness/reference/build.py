@@ -19,7 +19,8 @@ from typing import Literal
 
 from harness.core.io import atomic_write_text, cache_dir, canonical_json, sha256_text
 from harness.files.staging import make_staging, publish_folder
-from harness.model.loading import weight_files, weights_identity
+from harness.model.identity import weights_identity
+from harness.model.loading import weight_files
 from harness.reference import train
 from harness.reference.corpus import (
     CORPORA,

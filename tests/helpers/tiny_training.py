@@ -26,7 +26,8 @@ def main() -> int:
         status = reproducible.run_pinned([sys.executable, __file__, *sys.argv[1:]])
         if status is not None:
             return status
-    from harness.model.loading import weight_files, weights_identity
+    from harness.model.identity import weights_identity
+    from harness.model.loading import weight_files
     from harness.reference import train
 
     folder = Path(sys.argv[1])
