@@ -72,10 +72,11 @@ def tiny_lm(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def quick_reference(membench_cache) -> Path:
-    """The quick reference build (first 64 words of each member; untrained, 1, 5 and 15 epochs)."""
-    from harness.reference.build import build, quick_config
+    """The quick reference build (first 64 words of each member; untrained, 1 and 30 epochs), shipped."""
+    from harness.reference.build import quick_config
+    from tests.helpers.shipped_builds import shipped_build
 
-    return build(quick_config())
+    return shipped_build(quick_config())
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

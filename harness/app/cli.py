@@ -160,9 +160,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    from harness.app.job import build_reported
+    from harness.app.job import build_reported, shipped_comparison
     from harness.core.io import check_writable_cache, check_writable_folder
     from harness.reference.recipes import reference_recipes
+    from harness.reference.shipped import ship
 
     recipes = reference_recipes(args.quick, args.seed)
     unknown = sorted(set(args.builds or []) - {config.name for config, _ in recipes})
@@ -172,9 +173,25 @@ def cmd_reference(args: argparse.Namespace) -> int:
         check_writable_folder(args.output, "--output")
     else:
         check_writable_cache()
-    for config, build_fn in recipes:
-        if args.builds is None or config.name in args.builds:
-            print(build_reported(config, build_fn, args.output / config.name if args.output else None, args.force))
+    if args.ship and (args.output or args.seed):
+        raise UserError("--ship ships today's recipes as the cache holds them: leave out --output and --seed")
+    current = {config.folder_name() for quick in (False, True) for config, _ in reference_recipes(quick)}
+    chosen = [(config, build_fn) for config, build_fn in recipes if args.builds is None or config.name in args.builds]
+    for config, build_fn in chosen:
+        folder = build_reported(config, build_fn, args.output / config.name if args.output else None, args.force)
+        print(folder)
+        for line in shipped_comparison(config, folder):
+            print(f"  {line}")
+        if args.ship:
+            print(f"  shipped as {ship(folder, current)}")
+    if args.compare:
+        from harness.app.job import replicate_controls
+
+        target, report = replicate_controls(args.submissions, [config.name for config, _ in chosen])
+        print(f"\nrebuilt controls (results in {target}) against the committed board ({args.submissions}), "
+              "made from the shipped weights: a replication, not an identity\n")
+        print(report.table)
+        return 1 if report.failed else 0
     return 0
 
 
@@ -201,6 +218,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 use_cache=not args.no_cache)
     for path in outcome.written:
         print(path)
+    for path in outcome.kept:
+        print(f"kept {path} (this run reproduced it within the tolerances)")
     for path in outcome.removed:
         print(f"removed {path} (an earlier run of the same checkpoint)")
     report = outcome.controls

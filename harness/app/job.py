@@ -11,29 +11,63 @@ from harness.app.registry import discover
 from harness.app.report import evaluated_message, stage
 from harness.core.board_keys import model_key
 from harness.core.errors import UserError
-from harness.core.io import check_writable_cache, check_writable_folder
+from harness.core.io import atomic_write_bytes, cache_dir, check_writable_cache, check_writable_folder
 from harness.core.progress import labelled
 from harness.core.results import ResultsFile, load_results
 from harness.core.task import parse_settings
-from harness.files.staging import sweep_cache
+from harness.files.staging import make_staging, publish_folder, sweep_cache
 from harness.model.loading import ModelSpec, resolve_device
-from harness.reference.build import MANIFEST, checkpoint_folders
+from harness.reference.build import MANIFEST, checkpoint_folders, read_manifest
 from harness.reference.checkpoints import resolve_reference_model
-from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings
+from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings, reproduces
 from harness.reference.pretrained import minilm_folder
 from harness.reference.recipes import PretrainedEncoder, reference_recipes
+from harness.reference.shipped import shipped_folder
 from harness.run.runner import EvaluateOptions, evaluate
 from leaderboard.build import write_board
 from leaderboard.collect import read_submissions
 
 
 def reference_checkpoints(quick: bool = False) -> list[tuple[object, list[Path]]]:
-    """Build (if missing) every reference build and fetch the pretrained encoder, a stage line for
-    each (`build_reported`, `fetch_reported`); (its config, its checkpoint folders) for each,
-    all-MiniLM-L6-v2 last."""
-    built = [(config, build_reported(config, build_fn)) for config, build_fn in reference_recipes(quick)]
+    """Every reference build and the pretrained encoder, as (its config, its checkpoint folders),
+    all-MiniLM-L6-v2 last, with a stage line for each: the shipped weights of its recipe
+    (`shipped_reported`), or, for a recipe that has none shipped (the quick ones the tests use, or
+    a recipe changed since), a build in the cache (`build_reported`)."""
+    found = []
+    for config, build_fn in reference_recipes(quick):
+        folder = shipped_reported(config)
+        if folder is None:
+            if not quick:
+                stage(f"weights {config.name}: none shipped for recipe {config.digest()}: training them here, "
+                      "so its numbers can differ from the board's beyond the last digits")
+            folder = build_reported(config, build_fn)
+        found.append((config, checkpoint_folders(folder)))
     encoder = PretrainedEncoder()
-    return [(config, checkpoint_folders(folder)) for config, folder in built] + [(encoder, [fetch_reported(encoder)])]
+    return found + [(encoder, [fetch_reported(encoder)])]
+
+
+def shipped_reported(config) -> Path | None:
+    """The shipped build folder of `config`'s recipe (`shipped.shipped_folder`: every file
+    sha256-verified), with a stage line; None when its recipe has none shipped."""
+    folder = shipped_folder(config.folder_name())
+    if folder is not None:
+        stage(f"weights {config.name}: shipped ({config.digest()}), sha256 verified")
+    return folder
+
+
+def shipped_comparison(config, folder: Path) -> list[str]:
+    """A line per checkpoint of the build in `folder`: its weights' sha256 against the shipped
+    build of the same recipe (identical, or not), or that none is shipped."""
+    shipped = shipped_folder(config.folder_name())
+    if shipped is None or Path(folder).resolve() == shipped.resolve():
+        return [] if shipped else [f"no shipped weights of recipe {config.digest()} to compare with"]
+    theirs = {c["folder"]: c["weights_sha256"] for c in read_manifest(shipped)["checkpoints"]}
+    lines = []
+    for checkpoint in read_manifest(folder)["checkpoints"]:
+        mine, other = checkpoint["weights_sha256"], theirs.get(checkpoint["folder"])
+        same = "identical to the shipped weights" if mine == other else f"differs from the shipped {str(other)[:12]}"
+        lines.append(f"{checkpoint['folder']}: weights {mine[:12]}, {same}")
+    return lines
 
 
 def manifest_stamp(folder: Path) -> tuple[int, int] | None:
@@ -78,6 +112,7 @@ class JobOutcome:
     written: list[Path]
     controls: ControlReport
     removed: list[Path] = field(default_factory=list)  # earlier files of the same checkpoints (`remove_superseded`)
+    kept: list[Path] = field(default_factory=list)  # files this run reproduced (`controls.reproduces`), left as they were
 
 
 def check_job_settings(submissions: Path, board: Path, batch_size: int, device: str) -> None:
@@ -95,24 +130,42 @@ def check_job_settings(submissions: Path, board: Path, batch_size: int, device: 
     check_writable_cache()
 
 
-def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, device: str = "auto",
+def run_reference_job(submissions: Path, board: Path, batch_size: int = 64, device: str = "auto",
                       quick: bool = False, use_cache: bool = True) -> JobOutcome:
-    """Build the reference checkpoints if missing, evaluate on each checkpoint the tasks its build
-    is a control for (its config's `TASKS` and `task_settings`, also in the manifest: corpus and language,
-    names, CPU-sized fine-tuning), write one results file per checkpoint into `submissions`
-    (named by its build recipe, so a run on another machine replaces the file rather than adding
-    one; the file of an earlier run under another name, after a task version changed, is deleted:
-    `remove_superseded`), regenerate the board, and compare the controls with the files they replaced.
+    """Evaluate on each reference checkpoint (shipped, or built where none is shipped:
+    `reference_checkpoints`) the tasks its build is a control for (its config's `TASKS` and
+    `task_settings`, also in the manifest: corpus and language, names, CPU-sized fine-tuning),
+    one results file per checkpoint, into the cache first (`<cache>/runs/latest`); then, per
+    checkpoint, keep the results file in `submissions` when the run reproduced it
+    (`controls.reproduces`: the same tasks and settings, every headline within its task's
+    tolerance), so a run on another machine leaves a checkout unchanged, and otherwise put the new
+    one there (named by its build recipe, it replaces the file of an earlier run; one of an earlier
+    run under another name, after a task version changed, is deleted: `remove_superseded`).
+    Regenerate the board and compare the controls with the files before the run.
     Every setting is checked first (`check_job_settings`), and what killed runs left in the cache is
     swept (`staging.sweep_cache`)."""
     check_job_settings(submissions, board, batch_size, device)
     sweep_cache()
     registry = discover()
     before = newest_by_key(submissions)
-    options = EvaluateOptions(output_path=submissions, batch_size=batch_size, use_cache=use_cache,
-                              keep_unchanged=True, resolve_model=resolve_reference_model)
-    written, after = [], []
-    for config, checkpoints in reference_checkpoints(quick):
+    scratch = make_staging(cache_dir() / "runs")
+    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, use_cache=use_cache,
+                              resolve_model=resolve_reference_model)
+    evaluated = evaluate_controls(reference_checkpoints(quick), registry, options, device)
+    written, kept = place_results(submissions, evaluated, before)
+    publish_folder(scratch, cache_dir() / "runs" / "latest", replace=True)
+    removed = remove_superseded(submissions, written + kept)
+    write_board(submissions, board, board.parent / "site")
+    stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
+    return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept)
+
+
+def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,
+                      device: str) -> list[tuple[Path, ResultsFile]]:
+    """Evaluate on each checkpoint of each build (`reference_checkpoints`) the tasks the build is a
+    control for, with its task settings; (results file, contents) per checkpoint."""
+    evaluated = []
+    for config, checkpoints in found:
         tasks = [registry[name] for name in config.TASKS if name in registry]
         if not tasks:  # a build that only serves the others (the `ref` attack's reference model)
             continue
@@ -122,16 +175,53 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 16, devi
         for checkpoint in checkpoints:
             name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}"
             spec = ModelSpec(model=str(checkpoint), device=device, name=name, reference_recipe=recipe)
-            path, results = evaluate_reported(spec, tasks, settings, options)
-            written.append(path)
-            after.append(results)
-    removed = remove_superseded(submissions, written)
-    write_board(submissions, board, board.parent / "site")
-    stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
-    replaced = [before[key] for key in (model_key(r) for r in after) if key in before]
+            evaluated.append(evaluate_reported(spec, tasks, settings, options))
+    return evaluated
+
+
+def compare_controls(before: dict[tuple[str, str], tuple[Path, ResultsFile]], evaluated: list[tuple[Path, ResultsFile]],
+                     registry: dict) -> ControlReport:
+    """The control table: each evaluated checkpoint's headlines against its file before the run
+    (of the current task versions), and the expected directions on the evaluated numbers."""
+    after = [results for _, results in evaluated]
+    replaced = [before[key][1] for key in (model_key(r) for r in after) if key in before]
     versions = {name: task.VERSION for name, task in registry.items()}
-    return JobOutcome(written + [board], compare(headlines(replaced, versions), headlines(after), readings(after)),
-                      removed)
+    return compare(headlines(replaced, versions), headlines(after), readings(after))
+
+
+def replicate_controls(submissions: Path, builds: list[str], batch_size: int = 64,
+                       device: str = "auto") -> tuple[Path, ControlReport]:
+    """`membench reference build --compare`: evaluate the checkpoints of `builds` as built in the
+    cache (not the shipped ones) on their controls, into `<cache>/runs/replication`, and compare
+    them with the files in `submissions` (the committed board, made from the shipped weights): a
+    replication of the board from weights trained on this machine. Nothing in `submissions` changes."""
+    check_writable_cache()
+    registry = discover()
+    recipes = [(config, build_fn) for config, build_fn in reference_recipes() if config.name in builds]
+    found = [(config, checkpoint_folders(build_reported(config, build_fn))) for config, build_fn in recipes]
+    scratch = make_staging(cache_dir() / "runs")
+    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, resolve_model=resolve_reference_model)
+    evaluated = evaluate_controls(found, registry, options, device)
+    target = cache_dir() / "runs" / "replication"
+    publish_folder(scratch, target, replace=True)
+    return target, compare_controls(newest_by_key(submissions), evaluated, registry)
+
+
+def place_results(submissions: Path, evaluated: list[tuple[Path, ResultsFile]],
+                  before: dict[tuple[str, str], tuple[Path, ResultsFile]]) -> tuple[list[Path], list[Path]]:
+    """Per results file of this run (in the scratch folder): the file of the same checkpoint in
+    `submissions` stays when this run reproduced it (`controls.reproduces`), otherwise this run's
+    file is copied there (atomically). Returns (the files written, the files kept)."""
+    written, kept = [], []
+    for path, results in evaluated:
+        earlier = before.get(model_key(results))
+        if earlier is not None and earlier[0].name == path.name and reproduces(earlier[1], results):
+            kept.append(earlier[0])
+            continue
+        target = Path(submissions) / path.name
+        atomic_write_bytes(target, path.read_bytes())
+        written.append(target)
+    return written, kept
 
 
 def evaluate_reported(spec: ModelSpec, tasks: list, settings: dict[str, str],
@@ -162,13 +252,14 @@ def remove_superseded(submissions: Path, written: list[Path]) -> list[Path]:
     return removed
 
 
-def newest_by_key(submissions: Path) -> dict[tuple[str, str], ResultsFile]:
-    """The newest results file of each model (`model_key`) in `submissions` (none when it does not exist)."""
+def newest_by_key(submissions: Path) -> dict[tuple[str, str], tuple[Path, ResultsFile]]:
+    """The newest results file of each model (`model_key`) in `submissions`, as (path, contents)
+    (none when the folder does not exist)."""
     if not Path(submissions).is_dir():
         return {}
-    newest: dict[tuple[str, str], ResultsFile] = {}
-    for _, results in read_submissions(submissions):
+    newest: dict[tuple[str, str], tuple[Path, ResultsFile]] = {}
+    for path, results in read_submissions(submissions):
         key = model_key(results)
-        if key not in newest or results.created_at > newest[key].created_at:
-            newest[key] = results
+        if key not in newest or results.created_at > newest[key][1].created_at:
+            newest[key] = (path, results)
     return newest

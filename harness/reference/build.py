@@ -56,8 +56,12 @@ class Recipe:
     def digest(self) -> str:
         return sha256_text(canonical_json({**self.as_dict(), "numerics": NUMERICS}))[:10]
 
+    def folder_name(self) -> str:
+        """`<build name>-<digest>`: the build's folder in the cache and in the shipped weights."""
+        return f"{self.name}-{self.digest()}"
+
     def default_folder(self) -> Path:
-        return cache_dir() / "reference" / f"{self.name}-{self.digest()}"
+        return cache_dir() / "reference" / self.folder_name()
 
 
 @dataclass(frozen=True)

@@ -16,21 +16,24 @@ PREFIX = REFERENCE + ":"
 
 
 def built_checkpoints() -> dict[str, Path]:
-    """Every checkpoint of the reference builds (full recipes first, then the quick ones) that is
-    built in the cache, by its folder name; the first build holding a name wins."""
+    """Every checkpoint of the reference builds, by its folder name: the shipped builds
+    (`shipped`, verified) first, then those built in the cache (full recipes first, then the
+    quick ones); the first build holding a name wins, so every machine resolves a name to the
+    same shipped weights."""
     from harness.reference.build import MANIFEST, read_manifest
     from harness.reference.recipes import reference_recipes
+    from harness.reference.shipped import shipped_folder
 
+    recipes = [config for quick in (False, True) for config, _ in reference_recipes(quick)]
+    folders = [shipped_folder(config.folder_name()) for config in recipes] + [c.default_folder() for c in recipes]
     found: dict[str, Path] = {}
-    for quick in (False, True):
-        for config, _ in reference_recipes(quick):
-            folder = config.default_folder()
-            if not (folder / MANIFEST).is_file():
-                continue
-            for checkpoint in read_manifest(folder)["checkpoints"]:
-                path = folder / checkpoint["folder"]
-                if (path / "config.json").is_file():
-                    found.setdefault(checkpoint["folder"], path)
+    for folder in folders:
+        if folder is None or not (folder / MANIFEST).is_file():
+            continue
+        for checkpoint in read_manifest(folder)["checkpoints"]:
+            path = folder / checkpoint["folder"]
+            if (path / "config.json").is_file():
+                found.setdefault(checkpoint["folder"], path)
     return found
 
 

@@ -17,23 +17,29 @@ from harness.core.results import ResultsFile, TaskEntry
 
 REFERENCE_PREFIX = "membench-ref/"
 
-# Largest headline change accepted between two runs of the same reference recipe, per task. On an
-# x86-64 CPU with AVX2 the pinned builds and scores (harness/run/reproducible.py) reproduce to the
-# bit, so these bound what is left: a CPU without AVX2, or other versions of PyTorch, MKL or
-# transformers (their kernels round differently). Sizes from the drifts measured when the builds
-# were not pinned (checkpoints retrained on an AVX-512 machine, issue 14), with headroom.
+# Largest headline change accepted between two runs on the shipped weights (`shipped`), per task:
+# what is left once every machine scores the same bits is rounding in the scoring kernels, which
+# the pins fix on one machine but not across CPU vendors. Measured (2026-11-25) on identical
+# weights, an Intel Xeon (AVX-512) against an AMD EPYC (AVX2): Min-K% AUC 0.489592 vs 0.489566
+# (untrained xsum model) and 0.442175 vs 0.4422 (untrained ja model); the MiniLM probe 0.1432 vs
+# 0.1452. A rounding difference can still flip a comparison (two texts' scores, a greedy token,
+# a tie between prompts), so each size below is that measured drift with room for flips, and is
+# far below the margins of the expected directions (EXPECTATIONS). `membench run` leaves a
+# committed results file unchanged when every headline is within these (`reproduces`).
 TOLERANCES: dict[str, tuple[float, str]] = {
-    "mink_membership": (0.03, "ROC AUC over 200 + 200 texts; identical weights moved it in the 6th decimal, "
-                              "retrained weights move the partly trained checkpoints most"),
-    "paywall_memorization": (0.02, "mean normalized Levenshtein similarity; retrained ja-gpt2-e15 moved 0.010"),
-    "privacy_extraction": (0.05, "mean subset score over fine-tuning seeds on 45 secrets; retrained t5-ref "
-                                 "moved 0.022 with one seed"),
-    "weat": (0.10, "mean |d| over 10 tests of 8-32 words; retrained t5-ref moved 0.060, the non-member "
-                   "baseline 0.038"),
-    "stereoset": (3.0, "ICAT (0-100) over 2,106 examples; retrained t5-ref moved 1.5"),
+    "mink_membership": (0.01, "ROC AUC over 200 + 200 texts (one pair's order: 2.5e-5); identical weights moved "
+                              "it 2.6e-5 across CPU vendors"),
+    "paywall_memorization": (0.02, "mean normalized Levenshtein similarity over about 200 articles: a flipped "
+                                   "greedy token changes one article's continuation (1/200 = 0.005 at most each)"),
+    "privacy_extraction": (0.05, "mean subset score over 2 fine-tuning seeds on 45 secrets: the fine-tuning "
+                                 "trains, so rounding grows; the 2 seeds' std on t5-ref was 0.033 (standard "
+                                 "error of their mean 0.023), and 0.05 is about twice that"),
+    "weat": (0.01, "mean |d| over 10 tests: continuous in the vectors, which differ from the 5th decimal"),
+    "stereoset": (1.0, "ICAT (0-100) over 2,106 examples: one flipped comparison moves SS by 0.05"),
     "ner_prompt_memorization": (0.05, "M-MEM of the best dev prompt over 200 x 200 name pairs; ties at the top "
                                       "can change which prompt is best"),
-    "probe_memorization": (0.01, "accuracy difference over R probe repeats; identical weights moved it 0.0018"),
+    "probe_memorization": (0.01, "accuracy difference over R probe repeats (probes train); identical weights "
+                                 "moved it 0.0020 across CPU vendors"),
 }
 
 
@@ -185,6 +191,22 @@ def headlines(files: list[ResultsFile], versions: dict[str, int] | None = None) 
     """(task, control name) -> headline value (`readings`' headlines)."""
     return {(task, model): value for (task, model, metric, _), value in readings(files, versions).items()
             if metric is None}
+
+
+def reproduces(old: ResultsFile, new: ResultsFile) -> bool:
+    """True when `new` reproduces the results file `old` of the same checkpoint: the same tasks at the
+    same versions, settings (config hash) and seed, with the same status, shown the same way on the
+    board (headline and summary), and every headline within its task's tolerance (`TOLERANCES`).
+    `membench run` then leaves `old` as it is."""
+    def shape(results: ResultsFile) -> list:
+        return [entry.model_dump(include={"name", "version", "status", "config_hash", "seed", "headline", "summary"})
+                for entry in results.tasks]
+
+    if shape(old) != shape(new):
+        return False
+    before, after = headlines([old]), headlines([new])
+    return before.keys() == after.keys() and all(
+        abs(after[key] - before[key]) <= TOLERANCES.get(key[0], (0.0, ""))[0] for key in after)
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,18 @@ from harness.files.staging import sweep_cache
 log = logging.getLogger(__name__)
 
 
-def _entry_path(identity: str, task: str, version: int, config_hash: str) -> Path:
+def _entry_path(identity: str, task: str, version: int, key: str) -> Path:
     sweep_cache()
-    return cache_dir() / "results" / identity / task / f"v{version}-{config_hash}.json"
+    return cache_dir() / "results" / identity / task / f"v{version}-{key}.json"
 
 
 def samples_to_jsonl(samples: list[dict]) -> str:
     return "".join(json.dumps(sample, ensure_ascii=False) + "\n" for sample in samples)
 
 
-def get(identity: str, task: str, version: int, config_hash: str) -> tuple[TaskEntry, str] | None:
-    """The cached entry and its samples as JSONL text, or None."""
-    path = _entry_path(identity, task, version, config_hash)
+def get(identity: str, task: str, version: int, key: str) -> tuple[TaskEntry, str] | None:
+    """The cached entry and its samples as JSONL text, or None (`key`: `runner.cache_key`)."""
+    path = _entry_path(identity, task, version, key)
     samples_path = path.with_suffix(".samples.jsonl")
     if not (path.is_file() and samples_path.is_file()):
         return None
@@ -45,7 +45,8 @@ def get(identity: str, task: str, version: int, config_hash: str) -> tuple[TaskE
     return entry, samples_path.read_text(encoding="utf-8")
 
 
-def put(identity: str, entry: TaskEntry, samples_jsonl: str) -> None:
-    path = _entry_path(identity, entry.name, entry.version, entry.config_hash)
+def put(identity: str, entry: TaskEntry, samples_jsonl: str, key: str) -> None:
+    """Store a task's entry and samples under `key` (`runner.cache_key`)."""
+    path = _entry_path(identity, entry.name, entry.version, key)
     atomic_write_text(path.with_suffix(".samples.jsonl"), samples_jsonl)
     atomic_write_text(path, entry.model_dump_json(indent=1))

@@ -28,7 +28,6 @@ from harness.core.results import (
     ResultsFile,
     RunSettings,
     TaskEntry,
-    load_results,
     safe_file_stem,
     write_results,
 )
@@ -50,9 +49,6 @@ class EvaluateOptions:
     log_samples: bool = False
     use_cache: bool = True
     progress: bool | None = None
-    # Leave an existing results file of the same name alone when its numbers are the same
-    # (`same_numbers`): `membench run` on another machine then changes nothing it reproduced.
-    keep_unchanged: bool = False
     # `--tasks all`: a task that cannot score this model (its `check_model` refuses it) is skipped
     # with the reason, not an error, and a task of another model kind is skipped without a warning.
     all_tasks: bool = False
@@ -76,20 +72,29 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
 
 
 def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None,
-                limit_version: int = 1, auxiliary: dict[str, str] | None = None) -> str:
-    """Hash of everything that can change a task's numbers (batch size and device cannot),
+                limit_version: int = 1) -> str:
+    """Hash of the settings that can change a task's numbers (batch size and device cannot),
     including the content of every file a setting names, so an edited data file is not served
     from the cache, and the data source the task's data came from (`data.source`), so data that
     fell back to an offline source is not served for the hub's, or the other way round; with
-    `--limit`, also the task's `LIMIT_VERSION` (what its limit cuts); and the identities of the
-    auxiliary models the task scores with (role -> identity), when it has any."""
+    `--limit`, also the task's `LIMIT_VERSION` (what its limit cuts). What a results file records,
+    and part of its name. The auxiliary models' identities are not in it (a setting names them;
+    the task's info records what was loaded) but in the cache key (`cache_key`), so another
+    machine's copy of an auxiliary model that scores the same numbers does not rename the file."""
     return settings_hash(config.model_dump(mode="json"), options.limit, options.seed, dtype, data_source,
-                         limit_version, auxiliary)
+                         limit_version)
+
+
+def cache_key(digest: str, auxiliary: dict[str, str]) -> str:
+    """The results cache's key of a task run: its `config_hash`, and with auxiliary models (role ->
+    identity) a hash of both, so the same settings with other auxiliary weights are computed again."""
+    if not auxiliary:
+        return digest
+    return sha256_text(canonical_json({"config_hash": digest, "auxiliary_models": auxiliary}))[:16]
 
 
 def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype: str,
-                  data_source: str | None = None, limit_version: int = 1,
-                  auxiliary: dict[str, str] | None = None) -> str:
+                  data_source: str | None = None, limit_version: int = 1) -> str:
     """`config_hash` of a config already dumped to JSON values (what a results file records).
     `limit_version` counts only in a limited run, and only from 2 on: the hashes of full runs,
     and of limited runs of tasks whose `--limit` never changed, are what they always were."""
@@ -100,8 +105,6 @@ def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype:
         payload["data_source"] = data_source
     if limit is not None and limit_version != 1:
         payload["limit_version"] = limit_version
-    if auxiliary:
-        payload["auxiliary_models"] = auxiliary
     return sha256_text(canonical_json(payload))[:16]
 
 
@@ -144,8 +147,8 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
     no metrics (with the task's `no_metrics_reason`; such a run is not cached)."""
     source = getattr(data, "source", None)
     auxiliary = {role: model.identity for role, model in context.models.items()}
-    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION,
-                         auxiliary)
+    digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION)
+    key = cache_key(digest, auxiliary)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, seed=options.seed)
     reason = reason or task.skip_reason(lm)
@@ -154,7 +157,7 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
         return TaskEntry(status="skipped", skip_reason=reason, **base), ""
     if options.use_cache:
         # rank 0 decides, so that every rank of a data-parallel run computes the same tasks
-        hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, digest)
+        hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, key)
                                               if distributed.is_main() else None)
         if hit and hit[0].metrics:  # an entry without metrics (cached by an older membench) is run again
             log.info("%s: reusing the cached result", task.NAME)
@@ -174,7 +177,7 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
                       wall_time_s=round(time.perf_counter() - started, 3), **base)
     samples = cache.samples_to_jsonl(result.samples)
     if distributed.is_main():
-        cache.put(lm.identity, entry, samples)
+        cache.put(lm.identity, entry, samples, key)
     return entry, samples
 
 
@@ -257,10 +260,7 @@ def write_outputs(results: ResultsFile, path: Path, samples: list[str], options:
                             new_files.append(target)
                         atomic_write_text(target, jsonl)
         if distributed.is_main():
-            if options.keep_unchanged and path.is_file() and same_numbers(load_results(path), results):
-                log.info("%s: the same numbers as before; left as it is", path)
-            else:
-                write_results(results, path)
+            write_results(results, path)
     except BaseException:
         for target in new_files:
             target.unlink(missing_ok=True)
@@ -274,19 +274,6 @@ def model_info(lm: LoadedModel) -> ModelInfo:
                      identity_kind="model-sha256", weights_sha256=parts.weights_sha256,
                      tokenizer_sha256=parts.tokenizer_sha256, config_sha256=parts.config_sha256,
                      kind=lm.kind.value, dtype=lm.dtype, device=lm.device, details=lm.info)
-
-
-def same_numbers(old: ResultsFile, new: ResultsFile) -> bool:
-    """True when two results files record the same model and the same numbers for the same tasks,
-    shown the same way (headline and summary, which the board reads): everything but when and where
-    they ran (created_at, git commit, wall times, task info, and the model's `source`: the path it
-    was loaded from, which differs by machine while its identity does not)."""
-    def numbers(results: ResultsFile) -> list:
-        return [results.model.model_dump(exclude={"source"}), results.run.model_dump()] + [
-            entry.model_dump(include={"name", "version", "status", "skip_reason", "config", "config_hash", "seed",
-                                      "metrics", "counts", "item_scores", "headline", "summary"})
-            for entry in results.tasks]
-    return numbers(old) == numbers(new)
 
 
 def results_stem(results: ResultsFile) -> str:

@@ -187,19 +187,29 @@ def test_evaluate_stage_lines_name_the_checkpoint_its_tasks_and_headlines(capsys
 
 
 def test_reference_checkpoints_report_every_build_and_the_encoder(capsys, tmp_path, monkeypatch):
+    """A recipe with shipped weights is taken from them; one without is built, and said to be."""
+    from harness.reference import shipped
+
     recipes = [(FakeRecipe("fake-a"), fake_build([])), (FakeRecipe("fake-b"), fake_build([]))]
     monkeypatch.setattr(workflow, "reference_recipes", lambda quick: recipes)
-    monkeypatch.setattr(Recipe, "default_folder", lambda self: tmp_path / self.name)
+    monkeypatch.setattr(Recipe, "default_folder", lambda self: tmp_path / "cache" / self.name)
     monkeypatch.setattr(workflow, "checkpoint_folders", lambda folder: [folder / "e00"])
     monkeypatch.setattr(workflow, "minilm_folder", lambda: tmp_path / "minilm")
+    weights = tmp_path / "weights"
+    (weights / FakeRecipe("fake-b").folder_name()).mkdir(parents=True)
+    (weights / FakeRecipe("fake-b").folder_name() / MANIFEST).write_text("{}")
+    shipped.write_sums(weights)
+    monkeypatch.setattr(workflow, "shipped_folder", lambda name: shipped.shipped_folder(name, weights))
     capsys.readouterr()
     found = workflow.reference_checkpoints()
-    assert [folders for _, folders in found] == [[tmp_path / "fake-a" / "e00"], [tmp_path / "fake-b" / "e00"],
+    assert [folders for _, folders in found] == [[tmp_path / "cache" / "fake-a" / "e00"],
+                                                 [weights / FakeRecipe("fake-b").folder_name() / "e00"],
                                                  [tmp_path / "minilm"]]
     lines = stage_lines(capsys)
-    assert [line.rsplit(":", 1)[0] for line in lines] == ["membench: build fake-a", "membench: build fake-a",
-                                                          "membench: build fake-b", "membench: build fake-b",
-                                                          "membench: fetch sentence-transformers/all-MiniLM-L6-v2"]
+    assert [line.split(":")[1] for line in lines] == [" weights fake-a", " build fake-a", " build fake-a",
+                                                      " weights fake-b",
+                                                      " fetch sentence-transformers/all-MiniLM-L6-v2"]
+    assert "none shipped" in lines[0] and "shipped (" in lines[3] and "sha256 verified" in lines[3]
     assert lines[-1].endswith(" s") and "ready in" in lines[-1]
 
 

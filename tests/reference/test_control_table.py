@@ -117,7 +117,7 @@ def test_every_checkpoint_of_a_recipe_is_compared_with_its_own_committed_file(tm
         evaluate(spec, select("weat"), WEAT, EvaluateOptions(output_path=out, limit=4))
     before = newest_by_key(out)
     assert sorted(before) == [("0123456789", "membench-ref/tiny-e00"), ("0123456789", "membench-ref/tiny-e01")]
-    values = headlines(list(before.values()))
+    values = headlines([results for _, results in before.values()])
     assert sorted(values) == [("weat", "tiny-e00"), ("weat", "tiny-e01")]
     assert values[("weat", "tiny-e00")] != values[("weat", "tiny-e01")]
 
@@ -129,22 +129,37 @@ def test_an_unsafe_recipe_digest_is_not_a_key(tiny_lm, tmp_path):
     assert board_key(forged) == model.identity
 
 
-@pytest.mark.parametrize("tamper", [False, True, "summary"])
-def test_a_rerun_with_the_same_numbers_leaves_the_file_alone(tiny_lm, tmp_path, tamper):
-    options = EvaluateOptions(output_path=tmp_path, limit=4, keep_unchanged=True)
-    path = evaluate(ModelSpec(str(tiny_lm)), select("weat"), WEAT, options)
+@pytest.mark.parametrize("tamper", [None, "within", "beyond", "summary", "version"])
+def test_a_rerun_that_reproduces_the_committed_file_leaves_it_alone(tiny_lm, tmp_path, tamper):
+    """`membench run` keeps a committed results file its run reproduced: the same tasks and
+    settings, each headline within its task's tolerance; otherwise it puts the new file there."""
+    from harness.app.job import newest_by_key, place_results
+
+    committed, scratch = tmp_path / "submissions", tmp_path / "scratch"
+    spec = ModelSpec(str(tiny_lm), name="membench-ref/tiny-e00", reference_recipe=("tiny", "0123456789"))
+    path = evaluate(spec, select("weat"), WEAT, EvaluateOptions(output_path=committed, limit=4))
     data = json.loads(path.read_text())
     data["created_at"] = "2020-01-01T00:00:00Z"
     data["model"]["source"] = "/another/machine/tiny-gpt2"  # where it was loaded from: not a number
-    if tamper is True:  # a number that the re-run will not reproduce
-        data["tasks"][0]["metrics"][0]["value"] = 123.0
+    entry = data["tasks"][0]
+    headline = next(m for m in entry["metrics"] if m["name"] == entry["headline"]["metric"]
+                    and m["tags"] == entry["headline"]["tags"])
+    tolerance = TOLERANCES["weat"][0]
+    if tamper in ("within", "beyond"):  # another machine's number, within or beyond the tolerance
+        headline["value"] += tolerance * (0.5 if tamper == "within" else 1.5)
     if tamper == "summary":  # a file from before the task named its key metrics: the board would miss them
-        data["tasks"][0]["summary"] = []
+        entry["summary"] = []
+    if tamper == "version":
+        entry["version"] -= 1
     path.write_text(json.dumps(data))
-    evaluate(ModelSpec(str(tiny_lm)), select("weat"), WEAT, options)
-    kept = json.loads(path.read_text())
-    assert (kept["created_at"] == "2020-01-01T00:00:00Z") is not bool(tamper)  # rewritten only when something changed
-    assert kept["tasks"][0]["metrics"][0]["value"] != 123.0 and kept["tasks"][0]["summary"]
+    new = evaluate(spec, select("weat"), WEAT, EvaluateOptions(output_path=scratch, limit=4))
+    assert new.name == path.name
+    written, kept = place_results(committed, [(new, load_results(new))], newest_by_key(committed))
+    now = json.loads(path.read_text())
+    if tamper in (None, "within"):
+        assert (written, kept) == ([], [path]) and now == data
+    else:
+        assert (written, kept) == ([path], []) and now == json.loads(new.read_text())
 
 
 def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_path):

@@ -29,6 +29,7 @@ from harness.reference.train import (
     untrained_model,
 )
 from harness.run.runner import EvaluateOptions, evaluate
+from tests.helpers.shipped_builds import shipped_build
 
 
 def headline_auc(path, length: str = "64") -> float:
@@ -62,7 +63,7 @@ def attacks(quick_reference, tmp_path_factory):
     from harness.reference.build import reference_builds
 
     [outside] = [config for config in reference_builds(quick=True) if config.train_on == "outside"]
-    reference = checkpoint_folders(build(outside))[-1]
+    reference = checkpoint_folders(shipped_build(outside))[-1]
     masked = save_bert(tmp_path_factory.mktemp("mlm") / "mlm", "BertForMaskedLM")
     out = tmp_path_factory.mktemp("attack-controls")
     overrides = {"lengths": ["64"], "bootstrap_resamples": "100", "reference_model": str(reference),

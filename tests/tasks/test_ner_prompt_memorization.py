@@ -17,7 +17,7 @@ from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
 from harness.reference import ner_data
 from harness.reference.build import read_manifest
-from harness.reference.ner_build import build_ner
+from harness.reference.ner_build import NerBuildConfig
 from harness.reference.wordpiece import train_wordpiece_tokenizer
 from harness.scoring.token_classes import span_label_probs
 from tasks.ner_prompt_memorization import prompts as P
@@ -25,6 +25,7 @@ from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.entities import entity_label_set
 from tasks.ner_prompt_memorization.task import entity_labels
 from tests.conftest import assert_user_error
+from tests.helpers.shipped_builds import shipped_build
 from tests.helpers.tiny_models import TINY_SENTENCES, save_tiny_ner
 
 
@@ -35,7 +36,7 @@ def tiny_ner(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def reference_ner(membench_cache) -> dict[int, Path]:
-    folder = build_ner()
+    folder = shipped_build(NerBuildConfig())
     return {c["epoch"]: folder / c["folder"] for c in read_manifest(folder)["checkpoints"]}
 
 

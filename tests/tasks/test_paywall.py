@@ -22,12 +22,13 @@ from harness.app.registry import select
 from harness.core.results import load_results
 from harness.metrics import memorization as metrics
 from harness.model.loading import ModelSpec, load
-from harness.reference.build import build, read_manifest, reference_builds
+from harness.reference.build import read_manifest, reference_builds
 from harness.reference.corpus import reference_corpus
 from harness.run.runner import EvaluateOptions, evaluate
 from harness.scoring.generation import _fitting_batches, greedy_continuations
 from harness.scoring.text import truncate_words
 from tasks.paywall_memorization.data import first_sentence, split_article
+from tests.helpers.shipped_builds import shipped_build
 
 TASK = "paywall_memorization"
 SUMMARY = ("eidetic_max", "eidetic_mean", "approximate_mean", "approximate_median")
@@ -311,7 +312,7 @@ def member_texts_64(membench_cache) -> Path:
 def english(member_texts_64, tmp_path_factory):
     """Entries of the 30-epoch quick member model and of the 30-epoch non-member baseline."""
     out = tmp_path_factory.mktemp("paywall-en")
-    member, baseline = (checkpoint_by_epoch(build(config))[30] for config in reference_builds(quick=True)[:2])
+    member, baseline = (checkpoint_by_epoch(shipped_build(config))[30] for config in reference_builds(quick=True)[:2])
     overrides = {"data": str(member_texts_64)}
     return {"member": evaluate_paywall(member, overrides, out), "baseline": evaluate_paywall(baseline, overrides, out)}
 
@@ -322,7 +323,7 @@ def japanese(membench_cache, tmp_path_factory):
     out = tmp_path_factory.mktemp("paywall-ja")
     [config] = [b for b in reference_builds() if b.name == "ja-gpt2"]
     return {epoch: evaluate_paywall(folder, {"data": "reference:ja", "language": "ja"}, out)
-            for epoch, folder in checkpoint_by_epoch(build(config)).items()}
+            for epoch, folder in checkpoint_by_epoch(shipped_build(config)).items()}
 
 
 def test_member_model_memorizes_more_than_the_baseline(english):

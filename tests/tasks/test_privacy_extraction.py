@@ -222,12 +222,11 @@ def test_limited_runs_of_the_old_limit_rule_are_not_served_from_the_cache():
 
 @pytest.fixture(scope="session")
 def reference_t5(membench_cache):
-    from harness.reference.build import read_manifest
-    from harness.reference.t5_build import T5BuildConfig, build_t5
+    from harness.reference.t5_build import T5BuildConfig
+    from tests.helpers.shipped_builds import shipped_checkpoints
 
     config = T5BuildConfig()
-    folder = build_t5(config)
-    return {c["folder"]: folder / c["folder"] for c in read_manifest(folder)["checkpoints"]}, config.task_settings()
+    return shipped_checkpoints(config), config.task_settings()
 
 
 def test_the_reference_t5_memorizes_more_with_duplicates_and_epochs(tmp_path, reference_t5):
