@@ -17,6 +17,7 @@ numerics), so a changed recipe is not served the old weights: it has none shippe
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 from pathlib import Path
 
@@ -70,21 +71,32 @@ def shipped_folder(folder_name: str, weights: Path = WEIGHTS) -> Path | None:
 
 
 def ship(built: Path, current: set[str], weights: Path = WEIGHTS) -> Path:
-    """Copy the build folder `built` into the shipped weights, delete the shipped builds of no
-    recipe in `current` (folder names `<build name>-<digest>` of today's recipes, full and quick:
-    an older recipe's weights are never used again), and rewrite `SHA256SUMS`. Returns the shipped folder."""
+    """Copy the build folder `built` into the shipped weights (unless the shipped build of its
+    recipe has the same weights: then it stays as it is, manifest included), delete the shipped
+    builds of no recipe in `current` (folder names `<build name>-<digest>` of today's recipes, full
+    and quick: an older recipe's weights are never used again), and rewrite `SHA256SUMS`. Returns
+    the shipped folder."""
     built = Path(built)
     if not (built / MANIFEST).is_file():
         raise UserError(f"{built}: not a finished reference build (no {MANIFEST})")
     weights = Path(weights)
-    staging = make_staging(weights)
-    shutil.copytree(built, staging, dirs_exist_ok=True)
-    publish_folder(staging, weights / built.name, replace=True)
+    if weights_of(built) != weights_of(weights / built.name):
+        staging = make_staging(weights)
+        shutil.copytree(built, staging, dirs_exist_ok=True)
+        publish_folder(staging, weights / built.name, replace=True)
     for older in weights.iterdir():
         if older.is_dir() and older.name not in current | {built.name}:
             shutil.rmtree(older)
     write_sums(weights)
     return weights / built.name
+
+
+def weights_of(folder: Path) -> dict[str, str] | None:
+    """{checkpoint folder: its weights' sha256} from a build folder's manifest; None without one."""
+    manifest = Path(folder) / MANIFEST
+    if not manifest.is_file():
+        return None
+    return {c["folder"]: c["weights_sha256"] for c in json.loads(manifest.read_text(encoding="utf-8"))["checkpoints"]}
 
 
 def write_sums(weights: Path = WEIGHTS) -> None:

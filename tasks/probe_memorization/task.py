@@ -13,6 +13,7 @@ import time
 from typing import Annotated, Literal, Union
 
 import numpy as np
+import torch
 from pydantic import Field
 from tqdm.auto import tqdm
 
@@ -25,7 +26,7 @@ from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, cont
 from harness.scoring.spans import words_to_text
 from tasks.probe_memorization import method
 from tasks.probe_memorization.data import Format, ProbeData, Source, load_probe_data
-from tasks.probe_memorization.probes import ProbeKind, train_and_predict
+from tasks.probe_memorization.probes import Fit, ProbeKind, run_fits
 
 Representation = Literal["static", "contextual"]
 REPRESENTATIONS = ("static", "contextual")
@@ -140,10 +141,7 @@ class ProbeMemorization(Task):
 
         tallies = {(r, p, label): method.Tally() for r in config.representations for p in config.probes
                    for label, _ in sizes}
-        samples, train_seconds = [], {p: 0.0 for p in config.probes}
-        fits = len(sizes) * config.repetitions * len(config.representations) * len(config.probes)
-        bar = tqdm(total=fits, desc=bar_desc("probes"), unit="fit", leave=False,
-                   disable=None if context.progress is None else not context.progress)
+        fits, masks = [], []  # per fit: (size label, repetition, seen mask, unseen mask) in `masks`
         for label, size in sizes:
             for repetition in range(config.repetitions):
                 split = method.draw_split(len(data.pool), size, context.seed, repetition)
@@ -153,26 +151,29 @@ class ProbeMemorization(Task):
                 seen, unseen = seen_types[types[eval_tokens]], unseen_types[types[eval_tokens]]
                 targets = [labels[train_tokens]] + ([control[train_tokens]] if control is not None else [])
                 for rep in config.representations:
-                    x = vectors[rep]
                     # the MLP's seed: the same for a (split, representation) whatever else is selected
                     seed = int(np.random.SeedSequence([context.seed, size, repetition, REPRESENTATIONS.index(rep)])
                                .generate_state(1)[0])
                     for probe in config.probes:
-                        started = time.perf_counter()
-                        predicted = train_and_predict(probe, x[train_tokens], targets, x[eval_tokens],
-                                                      len(tag_names), seed, config.mlp_epochs)
-                        train_seconds[probe] += time.perf_counter() - started
-                        correct = predicted[0] == labels[eval_tokens]
-                        control_correct = predicted[1] == control[eval_tokens] if control is not None else None
-                        tallies[rep, probe, label].add(correct, seen, unseen, control_correct)
-                        samples.append({"representation": rep, "probe": probe, "train_size": label,
-                                        "repetition": repetition, "train_tokens": int(len(train_tokens)),
-                                        "seen_correct": int(correct[seen].sum()), "seen_tokens": int(seen.sum()),
-                                        "unseen_correct": int(correct[unseen].sum()),
-                                        "unseen_tokens": int(unseen.sum()), "correct": int(correct.sum()),
-                                        "control_correct": None if control_correct is None
-                                        else int(control_correct.sum())})
-                        bar.update()
+                        fits.append(Fit(probe, rep, train_tokens, targets, seed))
+                        masks.append((label, repetition, seen, unseen))
+        samples, train_seconds = [], {p: 0.0 for p in config.probes}
+        bar = tqdm(total=len(fits), desc=bar_desc("probes"), unit="fit", leave=False,
+                   disable=None if context.progress is None else not context.progress)
+        workers = torch.get_num_threads()  # processes of one thread each (`probes.run_fits`)
+        done = run_fits(fits, vectors, eval_tokens, len(tag_names), config.mlp_epochs, workers)
+        for fit, (label, repetition, seen, unseen), (predicted, seconds) in zip(fits, masks, done):
+            train_seconds[fit.kind] += seconds
+            correct = predicted[0] == labels[eval_tokens]
+            control_correct = predicted[1] == control[eval_tokens] if control is not None else None
+            tallies[fit.representation, fit.kind, label].add(correct, seen, unseen, control_correct)
+            samples.append({"representation": fit.representation, "probe": fit.kind, "train_size": label,
+                            "repetition": repetition, "train_tokens": int(len(fit.train_rows)),
+                            "seen_correct": int(correct[seen].sum()), "seen_tokens": int(seen.sum()),
+                            "unseen_correct": int(correct[unseen].sum()), "unseen_tokens": int(unseen.sum()),
+                            "correct": int(correct.sum()),
+                            "control_correct": None if control_correct is None else int(control_correct.sum())})
+            bar.update()
         bar.close()
 
         metrics = []
@@ -188,9 +189,11 @@ class ProbeMemorization(Task):
             "train_sizes": {label: size for label, size in sizes}, "skipped_train_sizes": skipped,
             "layer_index": layer, "timings": {
                 "extraction": extraction,
+                # seconds: the sum of the fits' own times (they run side by side in `workers` processes)
                 "probe_training": {p: {"seconds": round(s, 3), "fits": runs,
                                        "mean_fit_s": round(s / runs, 4) if runs else None}
                                    for p, s in train_seconds.items()},
+                "probe_workers": min(workers, len(fits)),
             },
         }
         return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)

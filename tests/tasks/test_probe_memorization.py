@@ -24,6 +24,7 @@ from tasks.probe_memorization.data import (
     parse_conllu,
     split_sample,
 )
+from tasks.probe_memorization.probes import Fit, run_fits
 from tasks.probe_memorization.task import ProbeMemorization, ProbeMemorizationConfig
 
 TASK = "probe_memorization"
@@ -239,6 +240,27 @@ def test_run_encodes_each_sentence_once_and_agrees_with_a_naive_count(monkeypatc
         # the probe learned something: well above the majority tag (NNP, about a third of the tokens)
         assert by_name["accuracy", rep, "40"].value > 0.5
         assert by_name["selectivity", rep, "40"].value > 0.1
+
+
+def test_fits_in_worker_processes_predict_what_one_process_predicts():
+    """`run_fits` in two spawned workers gives the same predictions, in the same order, as in this
+    process: each fit is the same single-threaded computation."""
+    rng = np.random.default_rng(0)
+    vectors = {"static": rng.normal(size=(120, 8)).astype(np.float32),
+               "contextual": rng.normal(size=(120, 8)).astype(np.float32)}
+    tags = rng.integers(0, 3, size=120)
+    fits = [Fit(kind, rep, np.arange(start, start + 60), [tags[start:start + 60], tags[::-1][start:start + 60]], seed)
+            for seed, (kind, rep, start) in enumerate([("linear", "static", 0), ("mlp", "contextual", 10),
+                                                       ("mlp", "static", 20), ("linear", "contextual", 30)])]
+    eval_rows = np.arange(90, 120)
+    alone = list(run_fits(fits, vectors, eval_rows, 3, 3, workers=1))
+    side_by_side = list(run_fits(fits, vectors, eval_rows, 3, 3, workers=2))
+    assert len(side_by_side) == len(fits)
+    for (mine, _), (theirs, seconds) in zip(alone, side_by_side):
+        assert len(theirs) == 2 and seconds > 0
+        for a, b in zip(mine, theirs):
+            np.testing.assert_array_equal(a, b)
+    assert not all(np.array_equal(alone[0][0][0], other[0][0]) for other in alone[1:])  # the fits differ
 
 
 def test_evaluate_writes_a_results_file(capsys, out, minilm):
