@@ -256,11 +256,35 @@ def reporting_interrupts(command_line):
     return run
 
 
+PINNED_COMMANDS = ("run", "reference")  # always run pinned (harness/run/reproducible.py)
+
+
+def command_of(words: list[str]) -> str | None:
+    """The command of a command line: its first word that is not an option (the only options
+    before the command are `-v` / `--verbose`, which take no value)."""
+    return next((word for word in words if not word.startswith("-")), None)
+
+
+def run_pinned_again(words: list[str]) -> int | None:
+    """`reproducible.run_pinned` of this command line (`python -m harness WORDS`): its exit status
+    when it ran in a pinned child process, None in a pinned process."""
+    from harness.run import reproducible
+
+    return reproducible.run_pinned([sys.executable, "-m", "harness", *words])
+
+
 @reporting_interrupts
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit (ulimit -f): a write fails with EFBIG
     try:
+        words = sys.argv[1:] if argv is None else argv
+        if command_of(words) in PINNED_COMMANDS:
+            # before the parser imports every task module (PyTorch, transformers: 10 to 25 s on 2
+            # cores), which the pinned child does again; the child parses the flags and reports errors
+            status = run_pinned_again(words)
+            if status is not None:
+                return status
         import leaderboard
         import tasks
 
@@ -275,11 +299,8 @@ def main(argv: list[str] | None = None) -> int:
 
             transformers.logging.set_verbosity_error()
             transformers.logging.disable_progress_bar()
-        if args.command in ("run", "reference") or getattr(args, "reproducible", False):
-            from harness.run import reproducible
-
-            again = [sys.executable, "-m", "harness", *(sys.argv[1:] if argv is None else argv)]
-            status = reproducible.run_pinned(again)
+        if args.command in PINNED_COMMANDS or getattr(args, "reproducible", False):
+            status = run_pinned_again(words)  # in the pinned process: sets its threads, returns None
             if status is not None:  # the command ran in a pinned child process
                 return status
         if args.command != "evaluate":
