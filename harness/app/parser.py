@@ -246,7 +246,7 @@ JOB_BATCH_SIZE = 64
 
 def add_run(commands) -> None:
     """The flags of `membench run`."""
-    run = commands.add_parser("run", help="build the reference checkpoints, evaluate on each the tasks it is a "
+    run = commands.add_parser("run", help="evaluate on each shipped reference checkpoint the tasks it is a "
                                           "control for, write submissions and the leaderboard")
     run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
     run.add_argument("--output", type=Path, default=DEFAULT_BOARD)
