@@ -162,6 +162,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def cmd_reference(args: argparse.Namespace) -> int:
     from harness.app.job import build_reported, shipped_comparison
     from harness.core.io import check_writable_cache, check_writable_folder
+    from harness.reference.build import checkpoint_folders
     from harness.reference.recipes import reference_recipes
     from harness.reference.shipped import ship
 
@@ -176,9 +177,12 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.ship and (args.output or args.seed):
         raise UserError("--ship ships today's recipes as the cache holds them: leave out --output and --seed")
     current = {config.folder_name() for quick in (False, True) for config, _ in reference_recipes(quick)}
-    chosen = [(config, build_fn) for config, build_fn in recipes if args.builds is None or config.name in args.builds]
-    for config, build_fn in chosen:
+    built = []
+    for config, build_fn in recipes:
+        if args.builds is not None and config.name not in args.builds:
+            continue
         folder = build_reported(config, build_fn, args.output / config.name if args.output else None, args.force)
+        built.append((config, checkpoint_folders(folder)))
         print(folder)
         for line in shipped_comparison(config, folder):
             print(f"  {line}")
@@ -187,7 +191,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.compare:
         from harness.app.job import replicate_controls
 
-        target, report = replicate_controls(args.submissions, [config.name for config, _ in chosen])
+        target, report = replicate_controls(args.submissions, built)
         print(f"\nrebuilt controls (results in {target}) against the committed board ({args.submissions}), "
               "made from the shipped weights: a replication, not an identity\n")
         print(report.table)
@@ -299,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
 
             transformers.logging.set_verbosity_error()
             transformers.logging.disable_progress_bar()
-        if args.command in PINNED_COMMANDS or getattr(args, "reproducible", False):
-            status = run_pinned_again(words)  # in the pinned process: sets its threads, returns None
+        if getattr(args, "reproducible", False):  # PINNED_COMMANDS went pinned above, before parsing
+            status = run_pinned_again(words)
             if status is not None:  # the command ran in a pinned child process
                 return status
         if args.command != "evaluate":

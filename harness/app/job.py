@@ -17,12 +17,12 @@ from harness.core.results import ResultsFile, load_results
 from harness.core.task import parse_settings
 from harness.files.staging import make_staging, publish_folder, sweep_cache
 from harness.model.loading import ModelSpec, resolve_device
-from harness.reference.build import MANIFEST, checkpoint_folders, read_manifest
+from harness.reference.build import MANIFEST, checkpoint_folders
 from harness.reference.checkpoints import resolve_reference_model
 from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings, reproduces
 from harness.reference.pretrained import minilm_folder
 from harness.reference.recipes import PretrainedEncoder, reference_recipes
-from harness.reference.shipped import shipped_folder
+from harness.reference.shipped import shipped_folder, weights_of
 from harness.run.runner import EvaluateOptions, evaluate
 from leaderboard.build import write_board
 from leaderboard.collect import read_submissions
@@ -61,12 +61,12 @@ def shipped_comparison(config, folder: Path) -> list[str]:
     shipped = shipped_folder(config.folder_name())
     if shipped is None or Path(folder).resolve() == shipped.resolve():
         return [] if shipped else [f"no shipped weights of recipe {config.digest()} to compare with"]
-    theirs = {c["folder"]: c["weights_sha256"] for c in read_manifest(shipped)["checkpoints"]}
+    theirs = weights_of(shipped)
     lines = []
-    for checkpoint in read_manifest(folder)["checkpoints"]:
-        mine, other = checkpoint["weights_sha256"], theirs.get(checkpoint["folder"])
+    for name, mine in weights_of(folder).items():
+        other = theirs.get(name)
         same = "identical to the shipped weights" if mine == other else f"differs from the shipped {str(other)[:12]}"
-        lines.append(f"{checkpoint['folder']}: weights {mine[:12]}, {same}")
+        lines.append(f"{name}: weights {mine[:12]}, {same}")
     return lines
 
 
@@ -148,12 +148,9 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 64, devi
     sweep_cache()
     registry = discover()
     before = newest_by_key(submissions)
-    scratch = make_staging(cache_dir() / "runs")
-    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, use_cache=use_cache,
-                              resolve_model=resolve_reference_model)
-    evaluated = evaluate_controls(reference_checkpoints(quick), registry, options, device)
+    _, evaluated = evaluate_into_runs("latest", reference_checkpoints(quick), registry, batch_size, device,
+                                      use_cache)
     written, kept = place_results(submissions, evaluated, before)
-    publish_folder(scratch, cache_dir() / "runs" / "latest", replace=True)
     removed = remove_superseded(submissions, written + kept)
     write_board(submissions, board, board.parent / "site")
     stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
@@ -179,6 +176,20 @@ def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, op
     return evaluated
 
 
+def evaluate_into_runs(run: str, found: list[tuple[object, list[Path]]], registry: dict, batch_size: int,
+                       device: str, use_cache: bool = True) -> tuple[Path, list[tuple[Path, ResultsFile]]]:
+    """`evaluate_controls` into a staging folder of the cache, published as `<cache>/runs/<run>`
+    (replacing an earlier one) once every checkpoint is done: that folder, and (results file
+    there, contents) per checkpoint."""
+    scratch = make_staging(cache_dir() / "runs")
+    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, use_cache=use_cache,
+                              resolve_model=resolve_reference_model)
+    evaluated = evaluate_controls(found, registry, options, device)
+    target = cache_dir() / "runs" / run
+    publish_folder(scratch, target, replace=True)
+    return target, [(target / path.name, results) for path, results in evaluated]
+
+
 def compare_controls(before: dict[tuple[str, str], tuple[Path, ResultsFile]], evaluated: list[tuple[Path, ResultsFile]],
                      registry: dict) -> ControlReport:
     """The control table: each evaluated checkpoint's headlines against its file before the run
@@ -189,27 +200,21 @@ def compare_controls(before: dict[tuple[str, str], tuple[Path, ResultsFile]], ev
     return compare(headlines(replaced, versions), headlines(after), readings(after))
 
 
-def replicate_controls(submissions: Path, builds: list[str], batch_size: int = 64,
+def replicate_controls(submissions: Path, found: list[tuple[object, list[Path]]], batch_size: int = 64,
                        device: str = "auto") -> tuple[Path, ControlReport]:
-    """`membench reference build --compare`: evaluate the checkpoints of `builds` as built in the
-    cache (not the shipped ones) on their controls, into `<cache>/runs/replication`, and compare
-    them with the files in `submissions` (the committed board, made from the shipped weights): a
-    replication of the board from weights trained on this machine. Nothing in `submissions` changes."""
-    check_writable_cache()
+    """`membench reference build --compare`: evaluate the checkpoints just rebuilt (`found`: each
+    build's config and checkpoint folders, not the shipped ones) on their controls, into
+    `<cache>/runs/replication`, and compare them with the files in `submissions` (the committed
+    board, made from the shipped weights): a replication of the board from weights trained on this
+    machine. Nothing in `submissions` changes."""
     registry = discover()
-    recipes = [(config, build_fn) for config, build_fn in reference_recipes() if config.name in builds]
-    found = [(config, checkpoint_folders(build_reported(config, build_fn))) for config, build_fn in recipes]
-    scratch = make_staging(cache_dir() / "runs")
-    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, resolve_model=resolve_reference_model)
-    evaluated = evaluate_controls(found, registry, options, device)
-    target = cache_dir() / "runs" / "replication"
-    publish_folder(scratch, target, replace=True)
+    target, evaluated = evaluate_into_runs("replication", found, registry, batch_size, device)
     return target, compare_controls(newest_by_key(submissions), evaluated, registry)
 
 
 def place_results(submissions: Path, evaluated: list[tuple[Path, ResultsFile]],
                   before: dict[tuple[str, str], tuple[Path, ResultsFile]]) -> tuple[list[Path], list[Path]]:
-    """Per results file of this run (in the scratch folder): the file of the same checkpoint in
+    """Per results file of this run (in `<cache>/runs/latest`): the file of the same checkpoint in
     `submissions` stays when this run reproduced it (`controls.reproduces`), otherwise this run's
     file is copied there (atomically). Returns (the files written, the files kept)."""
     written, kept = [], []

@@ -193,6 +193,11 @@ def headlines(files: list[ResultsFile], versions: dict[str, int] | None = None) 
             if metric is None}
 
 
+def tolerance(task: str) -> float:
+    """The largest headline change `TOLERANCES` accepts for `task` (0 for a task it does not name)."""
+    return TOLERANCES.get(task, (0.0, ""))[0]
+
+
 def reproduces(old: ResultsFile, new: ResultsFile) -> bool:
     """True when `new` reproduces the results file `old` of the same checkpoint: the same tasks at the
     same versions, settings (config hash) and seed, with the same status, shown the same way on the
@@ -206,7 +211,7 @@ def reproduces(old: ResultsFile, new: ResultsFile) -> bool:
         return False
     before, after = headlines([old]), headlines([new])
     return before.keys() == after.keys() and all(
-        abs(after[key] - before[key]) <= TOLERANCES.get(key[0], (0.0, ""))[0] for key in after)
+        abs(after[key] - before[key]) <= tolerance(key[0]) for key in after)
 
 
 @dataclass(frozen=True)
@@ -229,14 +234,14 @@ def compare(before: dict[tuple[str, str], float], after: dict[tuple[str, str], f
     rows, outside = [], []
     for task, model in sorted(after):
         now, then = after[(task, model)], before.get((task, model))
-        tolerance = TOLERANCES.get(task, (0.0, ""))[0]
-        within = "new" if then is None else ("yes" if abs(now - then) <= tolerance else "NO")
+        allowed = tolerance(task)
+        within = "new" if then is None else ("yes" if abs(now - then) <= allowed else "NO")
         if within == "NO":
             outside.append((task, model))
         checks = [f"{e.describe()}: {OUTCOME[e.holds(after_readings)]}"
                   for e in EXPECTATIONS if (e.task, e.model) == (task, model)]
         rows.append([model, task, "" if then is None else f"{then:.4f}", f"{now:.4f}",
-                     "" if then is None else f"{now - then:+.4f}", f"{tolerance:g}", within, "; ".join(checks)])
+                     "" if then is None else f"{now - then:+.4f}", f"{allowed:g}", within, "; ".join(checks)])
     failed = [e for e in EXPECTATIONS if e.holds(after_readings) is False]
     table = tabulate(rows, headers=["control", "task", "before", "now", "change", "tolerance", "within",
                                     "expected direction"], disable_numparse=True)

@@ -17,17 +17,16 @@ numerics), so a changed recipe is not served the old weights: it has none shippe
 from __future__ import annotations
 
 import functools
-import json
 import shutil
 from pathlib import Path
 
 from harness.core.errors import UserError
 from harness.core.io import atomic_write_text, sha256_file
 from harness.files.staging import make_staging, publish_folder
+from harness.reference.build import MANIFEST, read_manifest
 
 WEIGHTS = Path(__file__).parent / "weights"
 SUMS = "SHA256SUMS"
-MANIFEST = "manifest.json"  # a build folder's manifest (the same name as `build.MANIFEST`)
 
 
 def read_sums(weights: Path = WEIGHTS) -> dict[str, str]:
@@ -93,10 +92,9 @@ def ship(built: Path, current: set[str], weights: Path = WEIGHTS) -> Path:
 
 def weights_of(folder: Path) -> dict[str, str] | None:
     """{checkpoint folder: its weights' sha256} from a build folder's manifest; None without one."""
-    manifest = Path(folder) / MANIFEST
-    if not manifest.is_file():
+    if not (Path(folder) / MANIFEST).is_file():
         return None
-    return {c["folder"]: c["weights_sha256"] for c in json.loads(manifest.read_text(encoding="utf-8"))["checkpoints"]}
+    return {c["folder"]: c["weights_sha256"] for c in read_manifest(Path(folder))["checkpoints"]}
 
 
 def write_sums(weights: Path = WEIGHTS) -> None:
