@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.heap import reuse_freed_memory
 from harness.run.reproducible import pinned_environment
 
 # Pinned before PyTorch, MKL and OpenBLAS load (they read these once): the test builds come out
 # as `membench run` and `membench reference build` make them, on any x86-64 CPU with AVX2.
 os.environ.update(pinned_environment())
+reuse_freed_memory()  # as every membench command does (harness/run/heap.py)
 
 from harness.reference import train  # noqa: E402
 

@@ -3,6 +3,7 @@ mask, and a model's context window."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from harness.model.loading import context_length
@@ -16,13 +17,12 @@ def padding_id(tokenizer) -> int:
 
 def right_pad(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows right-padded with `value` to the longest one (int64), and the mask of real tokens."""
-    width = max(len(row) for row in rows)
-    ids = torch.full((len(rows), width), value, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for j, row in enumerate(rows):
-        ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[j, : len(row)] = 1
-    return ids, mask
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    ids = np.full((len(rows), int(lengths.max())), value, dtype=np.int64)
+    for j, row in enumerate(rows):  # numpy, not a tensor per row: NER scores 220,000 short rows
+        ids[j, : len(row)] = row
+    mask = (np.arange(ids.shape[1]) < lengths[:, None]).astype(np.int64)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
 DEFAULT_CONTEXT = 2048  # assumed when a model's config names no context window
