@@ -11,6 +11,8 @@ agree (the largest difference is reported). Reported: scored tokens per second o
 ratio membench / lm-eval; the fastest of `--repeats` interleaved rounds.
 
     python bench/bench_lm_eval.py [--batch-size 16] [--repeats 3] [--length 64]
+
+lm-eval is membench's `lm-eval` extra (and in the test extra): `pip install -e ".[lm-eval]"`.
 """
 
 from __future__ import annotations
