@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import datasets
+import huggingface_hub.constants
 import pytest
 from conftest import assert_user_error, write_jsonl
 
@@ -82,6 +83,10 @@ def test_layouts_that_fit_neither_are_named(hub):
 @pytest.mark.slow  # datasets' offline hub lookup takes about 20 s
 def test_offline_hub_fails_fast_naming_the_dataset(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the libraries read the variable once, when imported (before this test in a whole run, which then
+    # waited 23 s for network timeouts)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     with pytest.raises(UserError, match="swj0419/WikiMIA"):
         load_membership_data("swj0419/WikiMIA", "WikiMIA_length32", None, "label", 0, None)
 
