@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from harness.scoring.batching import model_context, padding_id
+from harness.scoring.batching import model_context, padding_id, right_pad
 from harness.scoring.distributed import run_batches
 
 
@@ -177,16 +177,11 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
         """Each row's scores (log-probs, and the distribution mean and std or None)."""
         members = [rows[i] for i in batch]
-        width = max(len(row.ids) for row in members)
-        input_ids = np.full((len(members), width), pad, dtype=np.int64)
-        attention = np.zeros((len(members), width), dtype=np.int64)
-        for j, row in enumerate(members):
-            input_ids[j, : len(row.ids)] = row.ids
-            attention[j, : len(row.ids)] = 1
+        padded, attention = right_pad([row.ids for row in members], pad)
+        input_ids, width = padded.numpy(), padded.shape[1]
         first_needed = min(row.first_target for row in members) - 1  # first position whose logits we use
         keep = {"logits_to_keep": width - first_needed} if can_skip_logits else {}
-        logits = model(input_ids=torch.from_numpy(input_ids).to(device),
-                       attention_mask=torch.from_numpy(attention).to(device), **keep).logits
+        logits = model(input_ids=padded.to(device), attention_mask=attention.to(device), **keep).logits
         shift = width - logits.shape[1]  # logits[:, k] belong to position shift + k
         # Position p predicts token p + 1: log p(x_{p+1} | x_<=p) = logit[p, x_{p+1}] - logsumexp(logit[p]).
         counts = [len(row.ids) - row.first_target for row in members]
