@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
-from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
 from harness.core.progress import bar_desc
 from harness.scoring import distributed
@@ -91,6 +91,9 @@ class _AtEpochs(TrainerCallback):
 def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evaluate_at: set[int],
              on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
     """Train `model` in place; returns facts about the run (steps, seconds, samples per second)."""
+    # Imported here: the Trainer takes a second to import, and only this task fine-tunes.
+    from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
+
     device = next(model.parameters()).device
     # In a data-parallel run every rank fine-tunes its own copy alike: the Trainer must not join the ranks (DDP).
     with tempfile.TemporaryDirectory(prefix="membench-finetune-") as scratch, distributed.single_process_env():

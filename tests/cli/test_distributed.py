@@ -17,7 +17,6 @@ from conftest import assert_user_error
 
 from harness.app.cli import main
 from harness.core.results import RunSettings, load_results
-from harness.reference.build import checkpoint_folders
 from harness.scoring import distributed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,21 +159,19 @@ def _one_and_two_processes(tmp_path: Path, model: Path, settings: list[str]):
     return first, second
 
 
-def test_two_cpu_processes_give_exactly_the_numbers_of_one(tmp_path, quick_reference):
-    model = checkpoint_folders(quick_reference)[-1]
-    _, two = _one_and_two_processes(tmp_path, model, [
-        "--tasks", "mink_membership,paywall_memorization,stereoset", "--batch-size", "4", "--limit", "24",
-        "--lengths", "16,32", "--bootstrap-resamples", "50"])
-    assert [t.name for t in two.tasks] == ["mink_membership", "paywall_memorization", "stereoset"]
-    assert len(list((tmp_path / "two").glob("*.samples.jsonl"))) == 3
-
-
-def test_fine_tuning_is_replicated_not_data_parallel(tmp_path, tiny_lm):
-    """privacy_extraction fine-tunes with the transformers Trainer, which would join the processes
-    (DDP: half the steps) if it saw the launcher's variables; every process must train alike."""
+def test_two_cpu_processes_give_exactly_the_numbers_of_one(tmp_path, tiny_lm):
+    """Every kind of task, in one pair of runs: scoring (mink_membership), generation
+    (paywall_memorization), choices (stereoset) and fine-tuning (privacy_extraction). privacy_extraction
+    fine-tunes with the transformers Trainer, which would join the processes (DDP: half the steps) if it
+    saw the launcher's variables; every process must train alike."""
     one, two = _one_and_two_processes(tmp_path, tiny_lm, [
-        "--tasks", "privacy_extraction", "--limit", "3", "--max-source-tokens", "8", "--max-target-tokens", "20",
-        "--epochs", "1,2", "--batch-size", "4"])
-    tuned_one, tuned_two = one.tasks[0].info["finetuning"], two.tasks[0].info["finetuning"]
-    assert tuned_two["steps"] == tuned_one["steps"] == 2 * -(-21 // 8)  # --limit 3: 15 + 3 + 3 rows per epoch
+        "--tasks", "mink_membership,paywall_memorization,stereoset,privacy_extraction", "--batch-size", "4",
+        "--limit", "8", "--lengths", "16,32", "--bootstrap-resamples", "50", "--max-source-tokens", "8",
+        "--max-target-tokens", "20", "--epochs", "1,2"])
+    assert [t.name for t in two.tasks] == ["mink_membership", "paywall_memorization", "stereoset",
+                                           "privacy_extraction"]
+    assert len(list((tmp_path / "two").glob("*.samples.jsonl"))) == 4
+    tuned_one, tuned_two = one.tasks[3].info["finetuning"], two.tasks[3].info["finetuning"]
+    # --limit 8: 2 memorization-45 strings per duplicate count (30 rows), 8 unique, 8 persons: 46 rows an epoch
+    assert tuned_two["steps"] == tuned_one["steps"] == 2 * -(-46 // 8)
     assert tuned_two["train_loss"] == tuned_one["train_loss"]

@@ -106,38 +106,45 @@ def started_pid(marker: Path, process: subprocess.Popen, timeout: float = 300) -
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("who", ["group", "parent"])
-def test_ctrl_c_is_one_line_and_exit_130_through_the_pinned_child(tiny_lm, tmp_path, who):
+def test_ctrl_c_is_one_line_and_exit_130_through_the_pinned_child(tiny_lm, tmp_path):
     """Ctrl-C in a terminal reaches the whole process group (`group`): the pinned child reports it,
-    its parent waits quietly. A SIGINT sent to the parent alone (`parent`) is passed on to the child."""
-    cache, out, marker = tmp_path / "cache", tmp_path / "out", tmp_path / "started"
-    env = unpinned_env(tmp_path, cache, MEMBENCH_TEST_STARTED=str(marker))
-    command = [sys.executable, "-m", "harness", "evaluate", "--model", str(tiny_lm), "--tasks",
-               "test_finishes,test_hangs", "--device", "cpu", "--log-samples", "--reproducible",
-               "--output-path", str(out)]
-    process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True,  # its own process group, as in a terminal
-                               preexec_fn=default_sigint)
+    its parent waits quietly. A SIGINT sent to the parent alone (`parent`) is passed on to the child.
+    The two cases run at the same time, each `membench` with its own cache and output folder."""
+    started = {}
+    for who in ("group", "parent"):
+        cache, out, marker = tmp_path / who / "cache", tmp_path / who / "out", tmp_path / who / "started"
+        env = unpinned_env(tmp_path, cache, MEMBENCH_TEST_STARTED=str(marker))
+        command = [sys.executable, "-m", "harness", "evaluate", "--model", str(tiny_lm), "--tasks",
+                   "test_finishes,test_hangs", "--device", "cpu", "--log-samples", "--reproducible",
+                   "--output-path", str(out)]
+        started[who] = (cache, out, marker, subprocess.Popen(
+            command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # its own process group, as in a terminal
+            preexec_fn=default_sigint))
     try:
-        pid = started_pid(marker, process)
-        assert pid != process.pid  # the task runs in the pinned child process
-        if who == "group":
-            os.killpg(process.pid, signal.SIGINT)
-        else:
-            os.kill(process.pid, signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=120)
+        for who, (cache, out, marker, process) in started.items():
+            pid = started_pid(marker, process)
+            assert pid != process.pid  # the task runs in the pinned child process
+            if who == "group":
+                os.killpg(process.pid, signal.SIGINT)
+            else:
+                os.kill(process.pid, signal.SIGINT)
+        ended = {who: process.communicate(timeout=120) for who, (*_, process) in started.items()}
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == interrupts.EXIT_STATUS, stderr
-    assert stderr.splitlines() == [interrupts.MESSAGE]
-    assert stdout == ""
-    assert not out.exists() or list(out.iterdir()) == []  # no results file, no samples file
-    assert hidden_entries(cache) == []  # no temporary file, no staging folder
-    # the finished task is cached, entry and samples; the interrupted one is not
-    assert len(list(cache.glob("results/*/test_finishes/*.json"))) == 1
-    assert len(list(cache.glob("results/*/test_finishes/*.samples.jsonl"))) == 1
-    assert not list(cache.glob("results/*/test_hangs"))
+        for *_, process in started.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    for who, (cache, out, marker, process) in started.items():
+        stdout, stderr = ended[who]
+        assert process.returncode == interrupts.EXIT_STATUS, (who, stderr)
+        assert stderr.splitlines() == [interrupts.MESSAGE], who
+        assert stdout == "", who
+        assert not out.exists() or list(out.iterdir()) == [], who  # no results file, no samples file
+        assert hidden_entries(cache) == [], who  # no temporary file, no staging folder
+        # the finished task is cached, entry and samples; the interrupted one is not
+        assert len(list(cache.glob("results/*/test_finishes/*.json"))) == 1, who
+        assert len(list(cache.glob("results/*/test_finishes/*.samples.jsonl"))) == 1, who
+        assert not list(cache.glob("results/*/test_hangs")), who
 
 
 def test_a_child_killed_by_a_signal_gives_128_plus_the_signal():

@@ -31,48 +31,54 @@ from harness.reference.train import (
 from harness.run.runner import EvaluateOptions, evaluate
 from tests.helpers.shipped_builds import shipped_build
 
+ATTACKS = ("ref", "ne", "recall", "dc_pdd", "gradnorm")
 
-def headline_auc(path, length: str = "64") -> float:
-    entry = load_results(path).task("mink_membership")
+
+def headline_auc(results, length: str = "64") -> float:
+    entry = results.task("mink_membership")
     return next(m.value for m in entry.metrics
                 if m.name == "auc" and m.tags == {"score": "min_k_20", "length": length})
 
 
-@pytest.fixture(scope="module")
-def aucs(quick_reference, tmp_path_factory):
-    out = tmp_path_factory.mktemp("controls")
-    options = EvaluateOptions(output_path=out)
-    overrides = {"lengths": ["32", "64"], "bootstrap_resamples": "100"}
-    return {folder.name: headline_auc(evaluate(ModelSpec(str(folder)), select("mink_membership"), overrides, options))
-            for folder in checkpoint_folders(quick_reference)}
-
-
-ATTACKS = ("ref", "ne", "recall", "dc_pdd", "gradnorm")
-
-
-def attack_aucs(path) -> dict[str, float]:
-    entry = load_results(path).task("mink_membership")
+def attack_aucs(results) -> dict[str, float]:
+    entry = results.task("mink_membership")
     return {m.tags["score"]: m.value for m in entry.metrics
             if m.name == "auc" and m.tags["length"] == "64" and m.tags["score"] in ATTACKS}
 
 
 @pytest.fixture(scope="module")
-def attacks(quick_reference, tmp_path_factory):
-    from test_load_integrity import save_bert
-
+def results(quick_reference, tmp_path_factory) -> dict:
+    """{checkpoint name: results} of mink_membership at 64 words: Min-K% on every quick checkpoint, and
+    every attack beyond the token log-probs on the untrained and the 30-epoch one (each scored once)."""
     from harness.reference.build import reference_builds
+    from tests.helpers.tiny_models import save_bert
 
     [outside] = [config for config in reference_builds(quick=True) if config.train_on == "outside"]
     reference = checkpoint_folders(shipped_build(outside))[-1]
     masked = save_bert(tmp_path_factory.mktemp("mlm") / "mlm", "BertForMaskedLM")
-    out = tmp_path_factory.mktemp("attack-controls")
-    overrides = {"lengths": ["64"], "bootstrap_resamples": "100", "reference_model": str(reference),
-                 "neighbour_model": str(masked), "neighbours": "5", "dc_pdd_corpus": "outside",
-                 "recall_prefix_tokens": "48", "attacks": list(ATTACKS)}  # context 160: 48 + a 64-word text fit
+    out = tmp_path_factory.mktemp("controls")
+    min_k = {"lengths": ["64"], "bootstrap_resamples": "100", "attacks": ["min_k"]}
+    every_attack = {**min_k, "reference_model": str(reference), "neighbour_model": str(masked), "neighbours": "5",
+                    "dc_pdd_corpus": "outside", "recall_prefix_tokens": "48",  # context 160: 48 + a 64-word text fit
+                    "attacks": ["min_k", *ATTACKS]}
     folders = checkpoint_folders(quick_reference)
-    return {folder.name: attack_aucs(evaluate(ModelSpec(str(folder)), select("mink_membership"), overrides,
-                                              EvaluateOptions(output_path=out)))
-            for folder in (folders[0], folders[-1])}
+    return {folder.name: load_results(evaluate(ModelSpec(str(folder)), select("mink_membership"),
+                                               every_attack if folder in (folders[0], folders[-1]) else min_k,
+                                               EvaluateOptions(output_path=out)))
+            for folder in folders}
+
+
+@pytest.fixture(scope="module")
+def aucs(results) -> dict[str, float]:
+    """{checkpoint name: Min-K% 20% AUC at 64 words}"""
+    return {name: headline_auc(result) for name, result in results.items()}
+
+
+@pytest.fixture(scope="module")
+def attacks(results) -> dict[str, dict[str, float]]:
+    """{checkpoint name: {attack: AUC at 64 words}} of the untrained and the 30-epoch checkpoints"""
+    return {name: attack_aucs(result) for name, result in results.items() if "ref" in result.task(
+        "mink_membership").info["attacks"]}
 
 
 @pytest.mark.parametrize("attack", ATTACKS)

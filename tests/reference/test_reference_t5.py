@@ -76,9 +76,12 @@ def test_random_alphanumeric_strings_never_become_unk(tokenizer):
 
 
 def test_the_tokenizer_is_the_same_in_every_process():
-    runs = [subprocess.run([sys.executable, "-c", VOCABULARY_SCRIPT], capture_output=True, text=True, check=True)
+    # two processes at once (each its own string-hash seed), then this one
+    runs = [subprocess.Popen([sys.executable, "-c", VOCABULARY_SCRIPT], stdout=subprocess.PIPE, text=True)
             for _ in range(2)]
-    vocabularies = [json.loads(run.stdout) for run in runs]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    vocabularies = [json.loads(output) for output in outputs]
     assert vocabularies[0] == vocabularies[1]
     here = train_t5_tokenizer(pretraining_texts(T5BuildConfig()), 2000)
     assert [list(item) for item in sorted(here.get_vocab().items())] == vocabularies[0]

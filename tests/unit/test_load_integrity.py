@@ -168,8 +168,12 @@ def test_heads_a_kind_does_not_use_are_allowed(tmp_path, caplog):
 def test_verbose_evaluate_logs_the_load_report(tiny_lm, tmp_path, out, data):
     """`membench -v evaluate` (its own process: the CLI sets up logging) shows the load report."""
     argv = [sys.executable, "-m", "harness", "-v", *evaluate_argv(tiny_lm, data, out, "--no-cache")]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert f"load report of {tiny_lm}: all 17 tensors loaded" in done.stderr
-    quiet = subprocess.run(argv[:3] + argv[4:], capture_output=True, text=True, timeout=600)
-    assert quiet.returncode == 0 and "load report" not in quiet.stderr
+    quiet_argv = argv[:3] + argv[4:]
+    quiet_argv[quiet_argv.index(str(out))] = str(out.parent / "quiet")
+    # both at once, each with its own output folder
+    verbose, quiet = (subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                      for a in (argv, quiet_argv))
+    verbose_stderr, quiet_stderr = (p.communicate(timeout=600)[1] for p in (verbose, quiet))
+    assert verbose.returncode == 0, verbose_stderr
+    assert f"load report of {tiny_lm}: all 17 tensors loaded" in verbose_stderr
+    assert quiet.returncode == 0 and "load report" not in quiet_stderr
