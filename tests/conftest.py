@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,19 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+# What `membench evaluate` says about its tasks where stderr is no terminal (`harness.app.report`):
+# `membench: <task> · <model>: started` and `...: done in N s: ...`.
+TASK_LINE = re.compile(r"membench: \S+ · .+: (started|done in \d+ s: .*)")
+
+
+def without_task_lines(stderr: str) -> list[str]:
+    """The lines of `stderr` but the task start and end lines (`TASK_LINE`), which a log shows before
+    an error or an interrupt that comes while tasks run."""
+    return [line for line in stderr.splitlines() if not TASK_LINE.fullmatch(line)]
+
+
 def assert_user_error(capsys, argv: list[str], out: Path | None, *needles: str) -> str:
-    """Run the CLI; check the one-line error contract; return the error line."""
+    """Run the CLI; check the one-line error contract (besides task start and end lines); return the error line."""
     capsys.readouterr()  # drop anything printed while fixtures were set up
     from harness.app.cli import main
 
@@ -95,7 +107,7 @@ def assert_user_error(capsys, argv: list[str], out: Path | None, *needles: str) 
     captured = capsys.readouterr()
     assert code == 2, captured
     assert "Traceback" not in captured.err + captured.out
-    lines = captured.err.splitlines()
+    lines = without_task_lines(captured.err)
     assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
     line = lines[0]
     assert line.startswith("membench: error: "), line

@@ -15,9 +15,11 @@ from harness.core.errors import UserError
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from harness.app import report
     from harness.app.registry import select
     from harness.core.io import check_writable_cache, check_writable_folder
     from harness.core.model_types import ModelKind
+    from harness.core.progress import stderr_is_terminal
     from harness.model.loading import ModelSpec, resolve_device
     from harness.reference.checkpoints import resolve_reference_model
     from harness.run import reproducible
@@ -41,10 +43,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     spec = ModelSpec(model=args.model, revision=args.revision,
                      kind=ModelKind(args.model_kind) if args.model_kind else None, device=device,
                      dtype=args.dtype, trust_remote_code=args.trust_remote_code,
-                     allow_pickle=args.allow_pickle, name=args.model_name, device_map=args.device_map)
+                     allow_pickle=args.allow_pickle, name=args.model_name, device_map=args.device_map,
+                     gguf_file=args.gguf_file)
     options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size, limit=args.limit,
                               seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache,
-                              all_tasks=args.tasks.strip() == "all", resolve_model=resolve_reference_model)
+                              all_tasks=args.tasks.strip() == "all", resolve_model=resolve_reference_model,
+                              **({} if stderr_is_terminal() else {"on_task_start": report.task_started,
+                                                                  "on_task_end": report.task_ended}))
     path = evaluate(spec, select(args.tasks), task_overrides(args), options)
     rank0 = distributed.is_main()
     distributed.shutdown()

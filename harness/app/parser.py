@@ -108,10 +108,15 @@ def add_evaluate(commands) -> None:
     from harness.core.model_types import ModelKind
 
     ev = commands.add_parser("evaluate", help="evaluate one checkpoint on tasks, write a results file")
-    ev.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
+    ev.add_argument("--model", required=True,
+                    help="local checkpoint folder, Hugging Face Hub id, GGUF file (.gguf), or an offline real model: "
+                         "pretrained:smollm2-135m-instruct, pretrained:gemma-3-270m, pretrained:all-minilm-l6-v2")
+    ev.add_argument("--gguf-file", help="the .gguf file to load from the model folder or hub repo (dequantized into "
+                                        "--dtype); not needed for a .gguf path or a folder holding only one")
     ev.add_argument("--revision", help="hub revision (branch, tag or commit)")
     ev.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
-    ev.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
+    ev.add_argument("--model-name", help="display name in the results (default: hub id, folder name, or the GGUF "
+                                         "file's name without .gguf)")
     ev.add_argument("--tasks", required=True, help="comma-separated task names, or `all`")
     ev.add_argument("--batch-size", type=positive_int, default=16)
     ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (under a data-parallel launcher, "

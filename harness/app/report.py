@@ -8,6 +8,7 @@ import textwrap
 
 from tabulate import tabulate
 
+from harness.core.progress import task_label
 from harness.core.results import ResultsFile, TaskEntry
 from leaderboard.render import fmt_metric
 
@@ -70,3 +71,15 @@ def evaluated_message(name: str, results: ResultsFile, seconds: float) -> str:
     lines = [f"evaluate {name}: done in {seconds:.0f} s"]
     lines += [f"    {headline_line(entry)}" for entry in results.tasks]
     return "\n".join(lines)
+
+
+def task_started(task: str, model: str) -> None:
+    """`membench: <task> · <model>: started` (`membench evaluate` where stderr is no terminal)."""
+    stage(f"{task_label(task, model)}: started")
+
+
+def task_ended(entry: TaskEntry, model: str, seconds: float) -> None:
+    """`membench: <task> · <model>: done in N s: <headline> <direction> <value>`, or `skipped: <reason>`."""
+    label, value, _ = headline_cells(entry)
+    outcome = f"{label} {value}" if entry.status == "ok" and label else status_text(entry)
+    stage(f"{task_label(entry.name, model)}: done in {seconds:.0f} s: {outcome}")

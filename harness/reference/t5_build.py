@@ -21,11 +21,10 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
 from harness.core.io import canonical_json, sha256_text
-from harness.core.progress import bar_desc
+from harness.core.progress import progress_bar
 from harness.model.prune import CONFIG_KEY, prune_model
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import corpus_record, document_prefixes
@@ -164,7 +163,7 @@ def pretrain(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
     model.train()
     losses = []
-    progress = tqdm(total=config.pretrain_steps, desc=bar_desc("pre-training"), unit="step", disable=None)
+    progress = progress_bar(total=config.pretrain_steps, step="pre-training", unit="step")
     with flushing_denormals():
         for start in range(0, len(order), config.batch_size):
             pairs = [span_corruption(rows[i], sentinels, tokenizer.eos_token_id, rng)

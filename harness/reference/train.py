@@ -14,10 +14,9 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 from tokenizers import ByteLevelBPETokenizer
-from tqdm.auto import tqdm
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from harness.core.progress import bar_desc
+from harness.core.progress import progress_bar
 from harness.scoring.batching import right_pad
 
 log = logging.getLogger(__name__)
@@ -116,7 +115,7 @@ def train_epochs(model, n_items: int, batch_loss: Callable[[torch.Tensor], torch
     model.train()
     grouped = None if lengths is None else length_batches(lengths, batch_size)
     steps_per_epoch = -(-n_items // batch_size)
-    progress = tqdm(total=n_epochs * steps_per_epoch, desc=bar_desc(desc), unit="step", disable=None)
+    progress = progress_bar(total=n_epochs * steps_per_epoch, step=desc, unit="step")
     for epoch in range(1, n_epochs + 1):
         if grouped is None:
             order = torch.randperm(n_items, generator=generator)

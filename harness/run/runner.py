@@ -58,6 +58,10 @@ class EvaluateOptions:
     # None takes every name as it is. It cannot change a number: the identity of what it finds is
     # in the cache key.
     resolve_model: Callable[[str], str] | None = None
+    # Told on rank 0 as each task starts (task name, model name) and ends (its entry, the model name,
+    # the seconds it took here): `membench evaluate` prints them where stderr is no terminal.
+    on_task_start: Callable[[str, str], None] | None = None
+    on_task_end: Callable[[TaskEntry, str, float], None] | None = None
 
 
 def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
@@ -208,7 +212,12 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         auxiliary = load_auxiliary_models(spec, instances, configs, reasons, options.resolve_model)
     entries, samples = [], []
     for task, config, data, reason, models_of_task in zip(instances, configs, datasets, reasons, auxiliary):
+        started = time.perf_counter()
+        if options.on_task_start and distributed.is_main():
+            options.on_task_start(task.NAME, lm.name)
         entry, jsonl = run_task(task, lm, data, config, replace(context, models=models_of_task), options, reason)
+        if options.on_task_end and distributed.is_main():
+            options.on_task_end(entry, lm.name, time.perf_counter() - started)
         entries.append(entry)
         samples.append(jsonl)
     results = ResultsFile(

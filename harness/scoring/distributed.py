@@ -17,10 +17,8 @@ import os
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from tqdm.auto import tqdm
-
 from harness.core.errors import UserError
-from harness.core.progress import bar_desc
+from harness.core.progress import progress_bar
 
 T = TypeVar("T")
 
@@ -167,14 +165,13 @@ def run_batches(batches: Sequence[Sequence[int]], score_batch: Callable[[list[in
     `batches` are lists of item indices, formed exactly as one process would run them (length-
     sorted); rank r runs batches r, r + N, r + 2N, ... (round-robin keeps the load even, since
     neighbouring batches have similar lengths). `score_batch(batch)` returns one result per index
-    of `batch`. Returns {index: result} for all indices of all batches, on every rank. A tqdm bar
-    (`progress`: None = only on a terminal) shows on rank 0 only.
+    of `batch`. Returns {index: result} for all indices of all batches, on every rank. A progress bar
+    (`progress_bar`; `progress`: None = a bar on a terminal, lines in a log) shows on rank 0 only.
     """
     world, me = world_size(), rank()
     mine = shard(batches, world, me)
-    disable = True if me != 0 else (None if progress is None else not progress)
     results: dict[int, T] = {}
-    for batch in tqdm(mine, desc=bar_desc(desc), unit="batch", leave=False, disable=disable):
+    for batch in progress_bar(mine, step=desc, unit="batch", leave=False, show=False if me != 0 else progress):
         values = score_batch(batch)
         if len(values) != len(batch):
             raise ValueError(f"score_batch returned {len(values)} results for a batch of {len(batch)}")

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from tqdm.auto import tqdm
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
-from harness.core.progress import bar_desc
+from harness.core.progress import progress_bar
 from harness.scoring import distributed
 from harness.scoring.conditional import encode_pairs
 
@@ -57,16 +56,15 @@ def training_rows(tokenizer, pairs: list[tuple[str, str]], times: list[int], seq
 
 
 class _Progress(TrainerCallback):
-    """A tqdm bar of training steps like the harness's others (off when not on a terminal), in
+    """A bar of training steps like the harness's others (`progress_bar`: lines where stderr is no terminal), in
     place of the Trainer's own, which also prints its logs."""
 
     def __init__(self, progress: bool | None):
-        self.disable = None if progress is None else not progress
+        self.show = progress
         self.bar = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.bar = tqdm(total=state.max_steps, desc=bar_desc("fine-tuning"), unit="step", leave=False,
-                        disable=self.disable)
+        self.bar = progress_bar(total=state.max_steps, step="fine-tuning", unit="step", leave=False, show=self.show)
 
     def on_step_end(self, args, state, control, **kwargs):
         self.bar.update(1)

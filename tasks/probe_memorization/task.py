@@ -15,11 +15,10 @@ from typing import Annotated, Literal, Union
 import numpy as np
 import torch
 from pydantic import Field
-from tqdm.auto import tqdm
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel
-from harness.core.progress import bar_desc
+from harness.core.progress import progress_bar
 from harness.core.results import Headline, Metric
 from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
 from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
@@ -158,8 +157,7 @@ class ProbeMemorization(Task):
                         fits.append(Fit(probe, rep, train_tokens, targets, seed))
                         masks.append((label, repetition, seen, unseen))
         samples, train_seconds = [], {p: 0.0 for p in config.probes}
-        bar = tqdm(total=len(fits), desc=bar_desc("probes"), unit="fit", leave=False,
-                   disable=None if context.progress is None else not context.progress)
+        bar = progress_bar(total=len(fits), step="probes", unit="fit", leave=False, show=context.progress)
         workers = torch.get_num_threads()  # processes of one thread each (`probes.run_fits`)
         done = run_fits(fits, vectors, eval_tokens, len(tag_names), config.mlp_epochs, workers)
         for fit, (label, repetition, seen, unseen), (predicted, seconds) in zip(fits, masks, done):

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, write_jsonl
+from conftest import assert_user_error, without_task_lines, write_jsonl
 
 from harness.app.cli import main
 from harness.core.results import load_results
@@ -608,7 +608,7 @@ def _membench(argv: list[str], tmp_path: Path, file_size_limit: int | None = Non
 def _one_error_line(done: subprocess.CompletedProcess, *needles: str) -> str:
     assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
     assert done.stdout == ""
-    lines = done.stderr.splitlines()
+    lines = without_task_lines(done.stderr)
     assert len(lines) == 1 and lines[0].startswith("membench: error: "), lines
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import without_task_lines
 
 from harness.core import interrupts
 from harness.core import task as task_module
@@ -137,7 +138,7 @@ def test_ctrl_c_is_one_line_and_exit_130_through_the_pinned_child(tiny_lm, tmp_p
     for who, (cache, out, marker, process) in started.items():
         stdout, stderr = ended[who]
         assert process.returncode == interrupts.EXIT_STATUS, (who, stderr)
-        assert stderr.splitlines() == [interrupts.MESSAGE], who
+        assert without_task_lines(stderr) == [interrupts.MESSAGE], who
         assert stdout == "", who
         assert not out.exists() or list(out.iterdir()) == [], who  # no results file, no samples file
         assert hidden_entries(cache) == [], who  # no temporary file, no staging folder

@@ -3,6 +3,7 @@ a stderr that is no terminal, and progress bars named after the task and model (
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,3 +249,48 @@ def test_a_tasks_progress_bars_name_the_task_and_the_model(capsys):
     with labelled("outer"):
         assert bar_desc("step") == "outer: step"
     assert bar_desc("step") == "step"
+
+
+def test_a_log_gets_whole_progress_lines_and_a_short_step_none(capsys, monkeypatch):
+    """Where stderr is no terminal, a step shows as whole lines (no carriage return) at most every
+    LINE_INTERVAL_S seconds: label, step, done/total, elapsed, ETA, rate; and a last line when it ends."""
+    from harness.core import progress
+
+    capsys.readouterr()
+    with labelled("toy_task · SmolLM2"):
+        for _ in progress.progress_bar(range(3), step="scoring", unit="batch"):  # shorter than 30 s: silent
+            pass
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)
+    with labelled("toy_task · SmolLM2"):
+        for _ in progress.progress_bar(range(3), step="scoring", unit="batch"):
+            pass
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert len(lines) == 3 and [line.split(" [")[0] for line in lines] == [
+        f"membench: toy_task · SmolLM2: scoring {n}/3 batch" for n in (1, 2, 3)]
+    assert all(" elapsed, ETA " in line and "batch/s]" in line for line in lines)
+    for show in (False,):
+        for _ in progress.progress_bar(range(3), step="off", unit="batch", show=show):
+            pass
+    assert capsys.readouterr().err == ""
+
+
+def test_evaluate_in_a_log_says_when_each_task_starts_and_ends(capsys, tmp_path, tiny_lm):
+    """`membench evaluate` where stderr is no terminal (here: captured): a line as each task starts,
+    and one as it ends with its headline or why it was skipped."""
+    from harness.app.cli import main
+
+    assert main(["evaluate", "--model", str(tiny_lm), "--tasks", "mink_membership,weat", "--limit", "8",
+                 "--lengths", "8", "--bootstrap-resamples", "10", "--device", "cpu", "--no-cache",
+                 "--output-path", str(tmp_path)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    model = tiny_lm.name
+    assert len(lines) == 4
+    assert lines[0] == f"membench: mink_membership · {model}: started"
+    # the headline is at 128 words, which --lengths 8 does not score
+    assert re.fullmatch(f"membench: mink_membership · {model}: done in \\d+ s: Min-K% 20% AUC, 128 words ↓ n/a",
+                        lines[1]), lines[1]
+    assert lines[2] == f"membench: weat · {model}: started"
+    assert re.fullmatch(f"membench: weat · {model}: done in \\d+ s: .+ [↑↓] \\d+\\.\\d+.*", lines[3]), lines[3]
