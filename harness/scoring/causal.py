@@ -156,6 +156,33 @@ def next_token_logprobs(model, context: list[int]) -> np.ndarray:
     return torch.log_softmax(logits.float(), dim=-1).double().cpu().numpy()
 
 
+# The float32 logits one forward pass may hold: batch x positions x vocabulary x 4 bytes. A large
+# vocabulary (gemma-3: 262,144) at batch 16 x 512 tokens would need 8.6 GB; batches of such rows are
+# cut so that they stay within this. The reference models (vocabulary 2,048) never reach it.
+LOGITS_BUDGET_BYTES = 2**30
+
+
+def logits_bounded_batches(order: list[int], lengths: list[int], batch_size: int, vocabulary: int) -> list[list[int]]:
+    """`order` cut into batches of at most `batch_size` rows, fewer where the batch's longest row
+    (`lengths`) times the rows times `vocabulary` float32 logits would pass `LOGITS_BUDGET_BYTES`
+    (never fewer than one row). `order` is sorted longest first within its groups, so a batch's
+    first row is usually its longest; the bound uses the true maximum."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        width = max(longest, lengths[i])
+        fits = (len(current) + 1) * width * vocabulary * 4 <= LOGITS_BUDGET_BYTES
+        if current and (len(current) == batch_size or not fits):
+            batches.append(current)
+            current, width = [], lengths[i]
+        current.append(i)
+        longest = width
+    if current:
+        batches.append(current)
+    return batches
+
+
 @torch.no_grad()
 def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_size: int,
                 distribution_stats: bool, progress: bool | None):
@@ -172,7 +199,9 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
     pad = padding_id(tokenizer)
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    head = model.get_output_embeddings()
+    vocabulary = head.weight.shape[0] if getattr(head, "weight", None) is not None else len(tokenizer)
+    batches = logits_bounded_batches(order, [len(row.ids) for row in rows], batch_size, vocabulary)
 
     def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
         """Each row's scores (log-probs, and the distribution mean and std or None)."""

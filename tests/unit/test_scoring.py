@@ -85,6 +85,37 @@ def test_batch_size_1_and_16_agree(lm):
         assert np.all(a.logprobs < 0) and np.all(a.dist_std > 0)
 
 
+def test_batches_stay_within_the_logits_budget(monkeypatch):
+    """A batch holds at most batch_size rows, and fewer where its longest row x rows x vocabulary
+    float32 logits would pass the budget; one row always runs, however long."""
+    import harness.scoring.causal as causal
+
+    assert causal.logits_bounded_batches(list(range(10)), [10] * 10, 4, 2048) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    monkeypatch.setattr(causal, "LOGITS_BUDGET_BYTES", 3 * 10 * 100 * 4)  # three rows of 10 tokens, vocabulary 100
+    assert causal.logits_bounded_batches(list(range(7)), [10] * 7, 4, 100) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert causal.logits_bounded_batches([0, 1, 2, 3], [50, 10, 10, 60], 4, 100) == [[0], [1, 2], [3]]
+    # the reference models (vocabulary 2,048, at most 512 tokens) never reach the real budget at batch 64
+    monkeypatch.undo()
+    assert causal.logits_bounded_batches(list(range(64)), [512] * 64, 64, 2048) == [list(range(64))]
+
+
+def test_a_small_logits_budget_gives_the_same_scores(lm, monkeypatch):
+    import harness.scoring.causal as causal
+
+    texts = _texts(12, seed=1)
+    free, _ = causal_token_logprobs(lm.model, lm.tokenizer, texts, batch_size=8, progress=False)
+    vocabulary = lm.model.get_output_embeddings().weight.shape[0]
+    monkeypatch.setattr(causal, "LOGITS_BUDGET_BYTES", 2 * CONTEXT * vocabulary * 4)  # two full rows a batch
+    batches = []
+    real = causal.run_batches
+    monkeypatch.setattr(causal, "run_batches", lambda b, *args: batches.append(b) or real(b, *args))
+    bounded, _ = causal_token_logprobs(lm.model, lm.tokenizer, texts, batch_size=8, progress=False)
+    assert max(len(b) for b in batches[0]) < 8 and len(batches[0]) > -(-len(texts) // 8)  # cut smaller
+    for a, b in zip(free, bounded):
+        np.testing.assert_array_equal(a.token_ids, b.token_ids)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+
+
 # ---------------------------------------------------------------- (b) short text == one forward pass
 
 def test_short_text_matches_naive_forward_pass(lm):
