@@ -33,7 +33,6 @@ class GgufFacts:
 
     architecture: str  # general.architecture, e.g. llama
     quantization: str  # general.file_type by llama.cpp's name, e.g. Q4_K_M; "unknown" when absent
-    name: str | None  # general.name, when the file has one
 
 
 def is_gguf_file(path: Path) -> bool:
@@ -65,7 +64,7 @@ def gguf_in_folder(folder: Path, gguf_file: str | None) -> str | None:
 
 
 def read_facts(path: Path) -> GgufFacts:
-    """The architecture, quantization and name in a GGUF file's metadata; a `UserError` when the
+    """The architecture and quantization in a GGUF file's metadata; a `UserError` when the
     file is not a GGUF file the `gguf` library can read."""
     from gguf import GGUFReader, LlamaFileType
 
@@ -87,8 +86,7 @@ def read_facts(path: Path) -> GgufFacts:
         quantization = LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
     except (TypeError, ValueError):
         quantization = "unknown"
-    name = value("general.name")
-    return GgufFacts(architecture=architecture, quantization=quantization, name=name if isinstance(name, str) else None)
+    return GgufFacts(architecture=architecture, quantization=quantization)
 
 
 def download_gguf(repo: str, gguf_file: str, revision: str | None) -> tuple[Path, str]:

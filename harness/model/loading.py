@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -415,7 +415,7 @@ def load(spec: ModelSpec) -> LoadedModel:
     tokenizer = load_tokenizer(folder, spec.trust_remote_code, checkpoint.gguf_file)
     placement = {"device_map": spec.device_map} if spec.device_map else {}
     try:
-        with _gguf_bar_follows_transformers():
+        with _gguf_bar_follows_transformers() if checkpoint.gguf_file else nullcontext():
             model, report = model_class(kind, config).from_pretrained(
                 folder, dtype=torch_dtype, trust_remote_code=spec.trust_remote_code, output_loading_info=True,
                 ignore_mismatched_sizes=True,  # mismatches are reported, then refused below
