@@ -17,7 +17,7 @@ from harness.core.results import ResultsFile, load_results
 from harness.core.task import parse_settings
 from harness.files.staging import make_staging, publish_folder, sweep_cache
 from harness.model.loading import ModelSpec, resolve_device
-from harness.reference.build import MANIFEST, checkpoint_folders
+from harness.reference.build import MANIFEST, BuildConfig, checkpoint_folders, read_manifest
 from harness.reference.checkpoints import resolve_reference_model
 from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings, reproduces
 from harness.reference.pretrained import minilm_folder
@@ -167,13 +167,23 @@ def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, op
         if not tasks:  # a build that only serves the others (the `ref` attack's reference model)
             continue
         fields = {name for task in tasks for name in task.Config.model_fields}
-        settings = parse_settings(tasks, {k: v for k, v in config.task_settings().items() if k in fields})
         recipe = None if isinstance(config, PretrainedEncoder) else (config.name, config.digest())
         for checkpoint in checkpoints:
+            raw = checkpoint_task_settings(config, checkpoint)
+            settings = parse_settings(tasks, {k: v for k, v in raw.items() if k in fields})
             name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}"
             spec = ModelSpec(model=str(checkpoint), device=device, name=name, reference_recipe=recipe)
             evaluated.append(evaluate_reported(spec, tasks, settings, options))
     return evaluated
+
+
+def checkpoint_task_settings(config, checkpoint: Path) -> dict[str, str]:
+    """The task settings of one checkpoint of a build: its build's (`task_settings`); a causal-LM
+    build's depend on the checkpoint's epoch, read from the build's manifest (`BuildConfig.task_settings`)."""
+    if isinstance(config, BuildConfig):
+        epochs = {entry["folder"]: entry["epoch"] for entry in read_manifest(checkpoint.parent)["checkpoints"]}
+        return config.task_settings(epochs[checkpoint.name])
+    return config.task_settings()
 
 
 def evaluate_into_runs(run: str, found: list[tuple[object, list[Path]]], registry: dict, batch_size: int,

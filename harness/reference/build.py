@@ -41,6 +41,9 @@ MANIFEST = "manifest.json"
 OUTSIDE_EPOCHS = 5
 # The reference masked LM's trained checkpoint (`mlm_build`): the neighbour model of mink_membership's `ne`.
 MLM_CHECKPOINT = "mlm-bert-e05"
+# mink_membership's scores from the target's own token log-probs: the attacks of the checkpoints no
+# control reads the other attacks of (`BuildConfig.task_settings`)
+TOKEN_SCORES = "loss,zlib,min_k,min_k_pp"
 
 
 class Recipe:
@@ -89,15 +92,21 @@ class BuildConfig(Recipe):
         bias = ("weat", "stereoset") if CORPORA[self.corpus].language == "en" else ()
         return ("mink_membership", "paywall_memorization") + bias
 
-    def task_settings(self) -> dict[str, str]:
-        """Task settings that evaluate this build's checkpoints on its own corpus."""
+    def task_settings(self, epoch: int | None = None) -> dict[str, str]:
+        """Task settings that evaluate this build's checkpoints on its own corpus; with `epoch`, those
+        of its checkpoint after that many epochs. A checkpoint between the untrained and the last
+        one (members, 1 epoch) runs mink_membership's token-log-prob scores only, as the non-member
+        baseline does (`TOKEN_SCORES`): no control reads its other attacks (`controls.EXPECTATIONS`
+        read them on the untrained and the last checkpoint), and they took 40 of its 50 s of
+        mink_membership in the 15-minute job (issue 29)."""
         data = REFERENCE if self.corpus == "xsum" else f"{REFERENCE}:{self.corpus}"
         settings = {"data": data, "language": CORPORA[self.corpus].language, "reference_seed": str(self.train.seed),
                     # mink_membership (issue 20): the attacks beyond the token log-probs at the board's
                     # length only (CPU time); DC-PDD's token frequencies from text outside the split
                     "attack_lengths": "128", "dc_pdd_corpus": "outside"}
-        if self.train_on == "non_members":  # the baseline of the headline and of paywall only
-            settings["attacks"] = "loss,zlib,min_k,min_k_pp"
+        between = epoch is not None and min(self.train.epochs) < epoch < max(self.train.epochs)
+        if self.train_on == "non_members" or between:  # the baseline of the headline and of paywall only
+            settings["attacks"] = TOKEN_SCORES
         elif self.corpus == "xsum":  # its reference model, and the reference masked LM for neighbours
             settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{OUTSIDE_EPOCHS:02d}",
                          "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}", "neighbours": "10"}

@@ -26,6 +26,7 @@ import torch
 
 from harness.scoring.batching import model_context, padding_id, right_pad
 from harness.scoring.distributed import run_batches
+from harness.scoring.spans import bounded_batches
 
 
 @dataclass
@@ -165,22 +166,8 @@ LOGITS_BUDGET_BYTES = 2**30
 def logits_bounded_batches(order: list[int], lengths: list[int], batch_size: int, vocabulary: int) -> list[list[int]]:
     """`order` cut into batches of at most `batch_size` rows, fewer where the batch's longest row
     (`lengths`) times the rows times `vocabulary` float32 logits would pass `LOGITS_BUDGET_BYTES`
-    (never fewer than one row). `order` is sorted longest first within its groups, so a batch's
-    first row is usually its longest; the bound uses the true maximum."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for i in order:
-        width = max(longest, lengths[i])
-        fits = (len(current) + 1) * width * vocabulary * 4 <= LOGITS_BUDGET_BYTES
-        if current and (len(current) == batch_size or not fits):
-            batches.append(current)
-            current, width = [], lengths[i]
-        current.append(i)
-        longest = width
-    if current:
-        batches.append(current)
-    return batches
+    (never fewer than one row; `spans.bounded_batches`)."""
+    return bounded_batches(order, lengths, batch_size, max(1, LOGITS_BUDGET_BYTES // (vocabulary * 4)))
 
 
 @torch.no_grad()

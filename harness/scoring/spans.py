@@ -91,6 +91,42 @@ def length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def bounded_batches(order: list[int], lengths: list[int], max_rows: int | None, max_cells: int) -> list[list[int]]:
+    """`order` (row indices) cut, in its order, into batches of at most `max_rows` rows (None: no
+    limit), fewer where the padded batch, rows x its longest row (`lengths`), would pass `max_cells`
+    token positions; never fewer than one row. Pass `order` longest first (`length_batches`'s
+    order), so a batch's first row is usually its longest; the bound uses the true maximum."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        width = max(longest, lengths[i])
+        full = max_rows is not None and len(current) == max_rows
+        if current and (full or (len(current) + 1) * width > max_cells):
+            batches.append(current)
+            current, width = [], lengths[i]
+        current.append(i)
+        longest = width
+    if current:
+        batches.append(current)
+    return batches
+
+
+def context_batches(lengths: list[int], batch_size: int, context: int) -> list[list[int]]:
+    """Rows longest first, in batches of as many rows as fill `batch_size` rows of the model's
+    `context` (capped at `FULL_ROW_CAP` tokens): rows x the batch's longest row <= batch_size x
+    min(context, FULL_ROW_CAP). Short rows (a prompt sentence of 20 tokens in a 128-token context)
+    then run several times `batch_size` at once, so a forward pass does not cost more in calls
+    than in arithmetic; a row's numbers do not depend on its batch (right padding is masked)."""
+    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    return bounded_batches(order, lengths, None, batch_size * max(1, min(context, FULL_ROW_CAP)))
+
+
+# The longest row `context_batches` counts a full one (a BERT's context): a long-context model's
+# batches hold no more tokens than a BERT's.
+FULL_ROW_CAP = 512
+
+
 def words_to_text(words: list[str]) -> tuple[str, list[Span]]:
     """The words joined by single spaces, and each word's character span in that text."""
     spans, start = [], 0

@@ -6,7 +6,10 @@ span (the tokens of a person name, say) and every requested label id.
 - Token-to-character alignment comes from the fast tokenizer's offset mapping (`harness.scoring.spans`);
   special tokens ([CLS], [SEP], <s>, ...) never belong to a span.
 - Each distinct (text, span) is run once. Texts are sorted by token length and right-padded in
-  batches with the padding masked, so a text's probabilities do not depend on its batch.
+  batches with the padding masked, so a text's probabilities do not depend on its batch; a batch
+  holds as many texts as fill `batch_size` texts of the model's full context
+  (`spans.context_batches`: NER prompt sentences are short, and 64 of them at a time cost more in
+  calls than in arithmetic).
 - The softmax is taken in float64 from the model's logits (upcast first): in float32 every
   probability above 1 - 2^-24 rounds to 1.0, so two names a confident model tells apart by
   1 - 1e-9 and 1 - 1e-8 would tie.
@@ -19,7 +22,7 @@ import torch
 
 from harness.scoring.batching import model_context, padding_id, right_pad
 from harness.scoring.distributed import run_batches
-from harness.scoring.spans import align_spans, length_batches
+from harness.scoring.spans import align_spans, context_batches
 
 
 @torch.no_grad()
@@ -33,13 +36,13 @@ def span_label_probs(model, tokenizer, texts: list[str], spans: list[tuple[int, 
     distinct = list(dict.fromkeys(zip(texts, spans)))
     if not distinct:
         return []
-    ids, positions = align_spans(tokenizer, [text for text, _ in distinct], [[span] for _, span in distinct],
-                                 model_context(model))
+    context = model_context(model)
+    ids, positions = align_spans(tokenizer, [text for text, _ in distinct], [[span] for _, span in distinct], context)
     positions = [found[0] for found in positions]
     device = next(model.parameters()).device
     pad = padding_id(tokenizer)
     wanted = torch.tensor(labels)
-    batches = length_batches([len(row) for row in ids], batch_size)
+    batches = context_batches([len(row) for row in ids], batch_size, context)
 
     def classify_batch(batch: list[int]) -> list[np.ndarray]:
         input_ids, attention = right_pad([ids[k] for k in batch], pad)

@@ -173,12 +173,15 @@ def test_length_bins():
 
 # ---------------------------------------------------------------- scoring
 
-def test_span_label_probs_match_a_single_sentence_forward_and_ignore_the_batch(tiny_ner):
+def test_span_label_probs_match_a_single_sentence_forward_and_ignore_the_batch(tiny_ner, monkeypatch):
+    import harness.scoring.token_classes as token_classes
+
     lm = load(ModelSpec(str(tiny_ner)))
     texts = ["Anna Berg met Tom .", "I saw Lee Park today in the city of Oslo .", "Tom"]
     spans = [(0, 9), (6, 14), (0, 3)]
+    many = span_label_probs(lm.model, lm.tokenizer, texts, spans, [1, 2], batch_size=1)  # one batch: 3 short rows
+    monkeypatch.setattr(token_classes, "context_batches", lambda lengths, *_: [[k] for k in range(len(lengths))])
     one = span_label_probs(lm.model, lm.tokenizer, texts, spans, [1, 2], batch_size=1)
-    many = span_label_probs(lm.model, lm.tokenizer, texts, spans, [1, 2], batch_size=3)
     for a, b in zip(one, many):
         np.testing.assert_allclose(a, b, atol=1e-6)
     encoded = lm.tokenizer(texts[1], return_offsets_mapping=True)

@@ -99,6 +99,21 @@ def test_batches_stay_within_the_logits_budget(monkeypatch):
     assert causal.logits_bounded_batches(list(range(64)), [512] * 64, 64, 2048) == [list(range(64))]
 
 
+def test_context_batches_fill_batch_size_full_rows():
+    """Short rows run several times batch_size at once: rows x the batch's longest row stays within
+    batch_size rows of the context (capped at a BERT's 512 tokens), longest rows first, one row at least."""
+    from harness.scoring.spans import FULL_ROW_CAP, bounded_batches, context_batches
+
+    assert context_batches([20] * 10, 2, 100) == [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]  # 10 x 20 <= 2 x 100
+    assert context_batches([20] * 11, 2, 100) == [list(range(10)), [10]]
+    assert context_batches([5, 60, 30, 30], 1, 60) == [[1], [2, 3], [0]]  # longest first; 2 x 30 <= 60
+    assert context_batches([300, 10], 1, 100) == [[0], [1]]  # a row longer than the budget runs alone
+    assert context_batches([1] * 3000, 1, 10**6) == [list(range(FULL_ROW_CAP)), *[
+        list(range(k, min(k + FULL_ROW_CAP, 3000))) for k in range(FULL_ROW_CAP, 3000, FULL_ROW_CAP)]]
+    assert context_batches([], 4, 128) == []
+    assert bounded_batches([2, 0, 1], [5, 5, 9], 2, 100) == [[2, 0], [1]]  # max_rows, in the order given
+
+
 def test_a_small_logits_budget_gives_the_same_scores(lm, monkeypatch):
     import harness.scoring.causal as causal
 

@@ -111,3 +111,27 @@ def test_a_rebuild_says_which_checkpoints_match_the_shipped_weights(tmp_path, we
         f"tiny-gpt2-e00: weights {'a' * 12}, identical to the shipped weights",
         f"tiny-gpt2-e01: weights {'c' * 12}, differs from the shipped {'b' * 12}"]
     assert job.shipped_comparison(config, weights / config.folder_name()) == []  # the shipped build itself
+
+
+def test_the_one_epoch_checkpoint_runs_the_token_scores_only():
+    """No control reads the attacks beyond the token log-probs on a checkpoint between the untrained
+    and the last one, so `membench run` does not run them there (issue 29); the shipped manifests give
+    each checkpoint's epoch."""
+    from harness.app.job import checkpoint_task_settings
+    from harness.reference.build import TOKEN_SCORES, checkpoint_folders, reference_builds
+    from harness.reference.recipes import PretrainedEncoder
+
+    english, non_members, _, japanese = reference_builds()
+    folder = shipped.shipped_folder(english.folder_name())
+    assert folder is not None
+    by_checkpoint = {path.name: checkpoint_task_settings(english, path) for path in checkpoint_folders(folder)}
+    assert sorted(by_checkpoint) == ["xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30"]
+    for name in ("xsum-gpt2-e00", "xsum-gpt2-e30"):
+        assert "attacks" not in by_checkpoint[name]  # every attack: the task's default
+        assert by_checkpoint[name]["neighbour_model"] == "reference:mlm-bert-e05"
+    assert by_checkpoint["xsum-gpt2-e01"]["attacks"] == TOKEN_SCORES
+    assert "neighbour_model" not in by_checkpoint["xsum-gpt2-e01"]
+    assert japanese.task_settings(1)["attacks"] == TOKEN_SCORES and "attacks" not in japanese.task_settings(30)
+    assert non_members.task_settings(30)["attacks"] == TOKEN_SCORES
+    assert english.task_settings() == by_checkpoint["xsum-gpt2-e00"]  # without an epoch: the whole build's
+    assert checkpoint_task_settings(PretrainedEncoder(), folder) == {}
