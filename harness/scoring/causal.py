@@ -203,15 +203,11 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
         counts = [len(row.ids) - row.first_target for row in members]
         which_row = np.repeat(np.arange(len(members)), counts)
         position = np.concatenate([np.arange(row.first_target - 1, len(row.ids) - 1) for row in members])
-        kept = logits.float()
-        log_norm = torch.logsumexp(kept, dim=-1)  # (batch, kept positions): no copy of the logits
         at_row = torch.from_numpy(which_row).to(device)
         at_position = torch.from_numpy(position - shift).to(device)
         targets = torch.from_numpy(input_ids[which_row, position + 1]).to(device)
-        flat_logprobs = (kept[at_row, at_position, targets] - log_norm[at_row, at_position]).cpu().numpy()
-        flat_means = flat_stds = None
-        if distribution_stats:
-            flat_means, flat_stds = _distribution_stats(kept[at_row, at_position], log_norm[at_row, at_position])
+        flat_logprobs, flat_means, flat_stds = _position_scores(logits, at_row, at_position, targets,
+                                                                distribution_stats)
         ends = np.cumsum(counts)
         return [(flat_logprobs[end - n:end], flat_means[end - n:end] if distribution_stats else None,
                  flat_stds[end - n:end] if distribution_stats else None) for n, end in zip(counts, ends)]
@@ -226,17 +222,44 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]
 
 
-def _distribution_stats(logits: torch.Tensor, log_norm: torch.Tensor, chunk: int = 512):
+# The float32 logits whose log-softmax statistics `_position_scores` computes at once: a few MiB, so
+# the temporaries stay in the CPU's cache and are never batch x positions x vocabulary (512 rows of
+# the reference models' vocabulary of 2,048; 21 of SmolLM2's 49,152).
+STATS_CHUNK_BYTES = 2**22
+
+
+def _position_scores(logits: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor,
+                     distribution_stats: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """For each (row, position) of `logits` (batch, positions, V) and its target token:
+    log p(target) = logit[target] - logsumexp(logit), in float32; with `distribution_stats`, the
+    mean and std of log p(z) under p over the vocabulary (`_distribution_stats`). The positions run
+    in chunks of `STATS_CHUNK_BYTES` of logits (each a copy of its rows), so no temporary is the
+    size of all the logits; only the scored positions are normalized, not the padding."""
+    chunk = max(1, STATS_CHUNK_BYTES // (4 * logits.shape[-1]))
+    logprobs, means, stds = [], [], []
+    for start in range(0, len(rows), chunk):
+        picked = logits[rows[start:start + chunk], positions[start:start + chunk]].float()  # (n, V)
+        log_norm = torch.logsumexp(picked, dim=-1)
+        logprobs.append(picked.gather(1, targets[start:start + chunk, None])[:, 0] - log_norm)
+        if distribution_stats:
+            mean, std = _distribution_stats(picked, log_norm)
+            means.append(mean)
+            stds.append(std)
+
+    def joined(parts: list[torch.Tensor]) -> np.ndarray:
+        return torch.cat(parts).cpu().numpy() if parts else np.zeros(0, dtype=np.float32)
+
+    if not distribution_stats:
+        return joined(logprobs), None, None
+    return joined(logprobs), joined(means), joined(stds)
+
+
+def _distribution_stats(logits: torch.Tensor, log_norm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of log p(z) under p over the vocabulary, for each row of `logits` (N, V).
 
     mu = sum_z p(z) log p(z); sigma^2 = sum_z p(z) (log p(z) - mu)^2 (centred, so no cancellation).
-    Chunks of rows bound the extra memory to (chunk, V).
     """
-    means, stds = [], []
-    for start in range(0, len(logits), chunk):
-        log_dist = logits[start:start + chunk] - log_norm[start:start + chunk, None]
-        probs = log_dist.exp()
-        mean = (probs * log_dist).sum(-1)
-        means.append(mean)
-        stds.append((probs * (log_dist - mean[:, None]).square()).sum(-1).sqrt())
-    return torch.cat(means).cpu().numpy(), torch.cat(stds).cpu().numpy()
+    log_dist = logits - log_norm[:, None]
+    probs = log_dist.exp()
+    mean = (probs * log_dist).sum(-1)
+    return mean, (probs * (log_dist - mean[:, None]).square()).sum(-1).sqrt()
