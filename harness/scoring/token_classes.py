@@ -8,8 +8,7 @@ span (the tokens of a person name, say) and every requested label id.
 - Each distinct (text, span) is run once. Texts are sorted by token length and right-padded in
   batches with the padding masked, so a text's probabilities do not depend on its batch; a batch
   holds as many texts as fill `batch_size` texts of the model's full context
-  (`spans.context_batches`: NER prompt sentences are short, and 64 of them at a time cost more in
-  calls than in arithmetic).
+  (`spans.context_batches`: NER prompt sentences are short, so a batch holds a few hundred).
 - The softmax is taken in float64 from the model's logits (upcast first): in float32 every
   probability above 1 - 2^-24 rounds to 1.0, so two names a confident model tells apart by
   1 - 1e-9 and 1 - 1e-8 would tie.
