@@ -85,7 +85,8 @@ def bench_scoring_section(lm, args) -> dict:
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
     cuts = [cut for d in reference_corpus(0) if (cut := truncate_words(d.text, args.length))][: args.texts]
     counts = [len(ids) for ids in lm.tokenizer(cuts, add_special_tokens=False)["input_ids"]]
-    texts = [text for text, n in zip(cuts, counts) if n + 1 <= lm.context_length]
+    kept = [(text, n) for text, n in zip(cuts, counts) if n + 1 <= lm.context_length]
+    texts, counts = [text for text, _ in kept], [n for _, n in kept]
     peer = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=args.batch_size, device="cpu")
 
     def membench(distribution_stats: bool):
@@ -100,7 +101,7 @@ def bench_scoring_section(lm, args) -> dict:
             "per_text_loop": lambda: per_text_logprobs(lm, texts),
             "lm_eval_rolling": lambda: bench_lm_eval.lm_eval_sums(peer, texts)}
     seconds, outputs = timed(runs, args.repeats)
-    ends = np.cumsum([n for n in counts[: len(texts)]])
+    ends = np.cumsum(counts)
     membench_sums = np.array([part.sum(dtype=np.float64) for part in np.split(outputs["membench"], ends[:-1])])
     return {"texts": len(texts), "length_words": args.length, "scored_tokens": int(ends[-1]),
             "batch_size": args.batch_size, "seconds": rounded(seconds), **ratios(seconds, "membench"),
