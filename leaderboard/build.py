@@ -8,7 +8,18 @@ from pathlib import Path
 from harness.core.io import atomic_write_bytes, atomic_write_text
 from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.plots import task_plot
-from leaderboard.render import limit_legend, overview_legend, overview_table, skipped_notes, summary_table
+from leaderboard.render import (
+    CHANGED_LEGEND,
+    CONTROLS_NOTE,
+    by_group,
+    changed_notes,
+    limit_legend,
+    overview_legend,
+    overview_table,
+    skipped_notes,
+    summary_table,
+    warning_notes,
+)
 from leaderboard.site import write_site
 
 PLOTS_FOLDER = "leaderboard_plots"
@@ -33,11 +44,13 @@ SITE_NOTE = ("Every metric of every task, the agreement between models and a pag
 def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
     """The board's markdown and its plots (file name -> PNG bytes); a pure function of the files.
 
-    Compact by design: the overview (a row per model, a short column per task with a legend below)
-    and a summary table per task (a row per model, the task's key metrics as columns). The long
-    tables live on the web board (`leaderboard.site`)."""
+    Compact by design: the overview (a row per model, a short column per task with a legend) and a
+    summary table per task (a row per model, the task's key metrics as columns), each in two groups:
+    the real models, then the reference controls (`leaderboard.render.by_group`). The long tables
+    live on the web board (`leaderboard.site`)."""
     files = read_submissions(submissions)
     board = newest_entries(files)
+    groups = by_group(board)
     tasks = sorted({b.entry.name for b in board})
     parts = [
         "# membench leaderboard",
@@ -50,11 +63,14 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         "Where a model has several runs of a task, the newest is shown. " + SITE_NOTE,
         "",
         "## Overview",
-        "",
-        overview_table(board) if board else "_no submissions yet_",
     ]
     if board:
-        parts += [""] + [f"- {line}" for line in overview_legend(board)]
+        parts += ["", "Columns, the same in both groups:", ""] + [f"- {line}" for line in overview_legend(board)]
+    parts += ["", "### Real models", "",
+              overview_table(board, groups["real"]) if groups["real"] else "_no real model yet_"]
+    parts += changed_lines(groups["real"])
+    if groups["control"]:
+        parts += ["", "### Reference controls", "", CONTROLS_NOTE, "", overview_table(board, groups["control"])]
     legend = limit_legend(board, overview=True)
     if legend:
         parts += ["", legend]
@@ -69,15 +85,32 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
             parts += ["", f"![{task}]({PLOTS_FOLDER}/{task}.png)"]
         if plot_note:
             parts += ["", plot_note]
-        summary = summary_table(task, board)
-        parts += ["", summary or "_no finished runs_"]
-        notes = skipped_notes(task, board)
+        parts += task_summaries(task, board, groups)
+        notes = skipped_notes(task, board) + warning_notes(task, board)
         if notes:
             parts += [""] + [f"- {note}" for note in notes]
+        parts += changed_lines([b for b in groups["real"] if b.entry.name == task], task=False)
         legend = limit_legend([b for b in board if b.entry.name == task])
         if legend:
             parts += ["", legend]
     return "\n".join(parts) + "\n", plots
+
+
+def changed_lines(items: list, task: bool = True) -> list[str]:
+    """The ‡ legend and a line per marked run of `items` (real models' entries; `task`: name the task),
+    as markdown lines to append; none when no run is marked."""
+    notes = changed_notes(items, task=task)
+    return ["", CHANGED_LEGEND, ""] + [f"- {note}" for note in notes] if notes else []
+
+
+def task_summaries(task: str, board: list, groups: dict) -> list[str]:
+    """A task's summary table in its two groups, as markdown lines to append: the real models' (or a
+    line that none ran it yet), then the reference controls' where any ran it."""
+    real, controls = (summary_table(task, board, groups[key]) for key in ("real", "control"))
+    if real is None and controls is None:
+        return ["", "_no finished runs_"]
+    parts = ["", "**Real models**", "", real] if real else ["", "**Real models**: none yet."]
+    return parts + (["", "**Reference controls**", "", controls] if controls else [])
 
 
 def write_board(submissions: Path, output: Path, site: Path | None = None) -> None:

@@ -22,6 +22,15 @@ class BoardEntry:
     sparsity: float | None = None  # share of zero linear weights of a pruned model (`membench prune`)
     limit: int | None = None  # the run's `--limit` (`run.limit`): None for a full run
     file: str = ""  # the name of the results file the entry comes from
+    # A reference control, not a contestant (`is_control`): the board shows it apart from the real models.
+    control: bool = False
+
+    @property
+    def changed_settings(self) -> list[str]:
+        """The settings of a real model's run that differ from the task's defaults (`TaskEntry.changed_settings`),
+        which the board marks; [] for a control (run at the settings its job chose on purpose) and where
+        the file does not say."""
+        return [] if self.control else list(self.entry.changed_settings or [])
 
 
 def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
@@ -42,6 +51,18 @@ def sparsity(results: ResultsFile) -> float | None:
     return float(value)
 
 
+CONTROL_DETAILS = ("reference_recipe", "random_weights")
+
+
+def is_control(results: ResultsFile) -> bool:
+    """True for a reference control: a checkpoint membench built itself from a recipe, with known
+    membership and bias (`model.details.reference_recipe`), or the seeded untrained twin of a
+    checkpoint (`membench evaluate --random-weights`, `model.details.random_weights`). Controls are
+    the benchmark's self-test, whose expected directions `membench run` checks (more epochs, more
+    memorization; untrained at chance), not contestants: the board shows them apart from real models."""
+    return any(key in results.model.details for key in CONTROL_DETAILS)
+
+
 def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     """One entry per (board key, model name, task): the newest by created_at, then by file name.
 
@@ -57,5 +78,5 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     for (identity, _, _), candidates in runs.items():
         _, file_name, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
-                                sparsity(results), results.run.limit, file_name))
+                                sparsity(results), results.run.limit, file_name, is_control(results)))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

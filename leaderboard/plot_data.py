@@ -10,16 +10,16 @@ from dataclasses import dataclass
 
 from harness.core.results import Headline, Metric
 from leaderboard.collect import BoardEntry
-from leaderboard.render import entry_label, escape, limit_mark
+from leaderboard.render import changed_mark, entry_label, escape, limit_mark
 
 LABEL_CHARS = 48  # a model name longer than this is cut with an ellipsis in a plot
 
 
 def plot_label(item: BoardEntry) -> str:
-    """A run's label in a plot: `name (identity8)` and the limit mark; a name longer than
-    `LABEL_CHARS` cut with an ellipsis (the identity stays, so labels stay apart)."""
+    """A run's label in a plot: `name (identity8)`, the limit mark and the changed-settings mark; a
+    name longer than `LABEL_CHARS` cut with an ellipsis (the identity stays, so labels stay apart)."""
     name = item.model_name if len(item.model_name) <= LABEL_CHARS else item.model_name[:LABEL_CHARS - 1] + "…"
-    return f"{name} ({item.model_identity[:8]}){limit_mark([item.limit])}"
+    return f"{name} ({item.model_identity[:8]}){limit_mark([item.limit])}{changed_mark(item)}"
 
 
 def number(value: str | None) -> float | None:

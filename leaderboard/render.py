@@ -80,9 +80,28 @@ def limit_mark(limits) -> str:
     return f" {LIMIT_MARK} limit {', '.join(map(str, shown))}" if shown else ""
 
 
+CHANGED_MARK = "‡"
+
+
+def changed_mark(item: BoardEntry) -> str:
+    """` ‡` after a real model's run whose settings differ from the task's defaults (`BoardEntry.changed_settings`)."""
+    return f" {CHANGED_MARK}" if item.changed_settings else ""
+
+
 def entry_label(item: BoardEntry, text: Text = escape) -> str:
-    """`model_label` of a board entry, marked when it comes from a run with `--limit`."""
-    return model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit])
+    """`model_label` of a board entry, marked when it comes from a run with `--limit`, and when a real
+    model's run changed settings from the task's defaults."""
+    return model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit]) + changed_mark(item)
+
+
+def changed_notes(items: list[BoardEntry], text: Text = escape, task: bool = True) -> list[str]:
+    """`<model>, <task>: <setting>, ...` for each of `items` marked ‡ (`task`: name the task too)."""
+    return [f"{model_label(b.model_name, b.model_identity, text)}{', ' + text(b.entry.name) if task else ''}: "
+            f"{text(', '.join(b.changed_settings))}" for b in items if b.changed_settings]
+
+
+CHANGED_LEGEND = (f"{CHANGED_MARK} settings changed from the task's defaults (cut to fit, or chosen): not "
+                  "comparable with runs at the defaults; the task cards give the defaults.")
 
 
 def limit_legend(items: list[BoardEntry], overview: bool = False) -> str | None:
@@ -127,26 +146,40 @@ def board_models(board: list[BoardEntry]) -> list[tuple[str, str, str, float | N
     return sorted({(b.model_name, b.model_identity, b.model_kind, b.sparsity) for b in board}, key=lambda m: m[:3])
 
 
-def overview(board: list[BoardEntry], text: Text = escape, interval: bool = False) -> Table:
+GROUPS = (("real", "Real models"), ("control", "Reference controls"))
+CONTROLS_NOTE = ("The benchmark's self-test, not contestants: checkpoints membench trains itself with known "
+                 "membership and bias, and untrained twins; `membench run` checks that each lies in its expected "
+                 "direction (more training, more memorization; untrained at chance).")
+
+
+def by_group(board: list[BoardEntry]) -> dict[str, list[BoardEntry]]:
+    """The board's entries by group (`GROUPS`): the real models', then the reference controls'."""
+    return {"real": [b for b in board if not b.control], "control": [b for b in board if b.control]}
+
+
+def overview(board: list[BoardEntry], text: Text = escape, interval: bool = False,
+             group: list[BoardEntry] | None = None) -> Table:
     """One row per model, one column per task (its headline metric, under the task's short name and
-    its better direction)."""
+    its better direction). `group`: only these entries' models get rows (`by_group`); the columns are
+    the whole board's, so that every group's table has the same."""
     tasks = sorted({b.entry.name for b in board})
     short = short_names(tasks)
     headers = {}
     for task in tasks:
         heads = [b.entry.headline for b in board if b.entry.name == task and b.entry.headline]
         headers[task] = f"{short[task]} {heads[0].direction()}" if heads else short[task]
-    models = board_models(board)
+    pruned = any(b.sparsity is not None for b in board)  # the column appears with the first pruned model
+    shown = board if group is None else group
+    models = board_models(shown)
     # A model's label is marked when any of its shown runs had `--limit`; where it also has full
     # runs, the values from limited runs carry the mark as well.
-    limits = {(name, identity): [b.limit for b in board if (b.model_name, b.model_identity) == (name, identity)]
+    limits = {(name, identity): [b.limit for b in shown if (b.model_name, b.model_identity) == (name, identity)]
               for name, identity, *_ in models}
     mixed = {key for key, found in limits.items() if None in found and any(x is not None for x in found)}
     cells = {(b.model_identity, b.model_name, b.entry.name):
              headline_value(b, interval=interval)
              + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed else "")
-             for b in board}
-    pruned = any(sparsity is not None for *_, sparsity in models)  # the column appears with the first pruned model
+             + changed_mark(b) for b in shown}
     rows = [[model_label(name, identity, text) + limit_mark(limits[name, identity]), text(kind)]
             + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]
@@ -171,14 +204,16 @@ def better_in_words(head: Headline) -> str:
     return f"{head.better} is better" if head.ideal is None else f"closest to {head.ideal:g} is best"
 
 
-def overview_table(board: list[BoardEntry]) -> str:
-    return markdown_table(overview(board))
+def overview_table(board: list[BoardEntry], group: list[BoardEntry] | None = None) -> str:
+    return markdown_table(overview(board, group=group))
 
 
-def summary(task: str, board: list[BoardEntry], text: Text = escape) -> Table | None:
-    """A row per model that ran `task`, a column per key metric (`task_heads`), with its interval;
-    skipped runs are left out (`skipped_notes`). None when no run finished."""
-    items = sorted((b for b in board if b.entry.name == task and b.entry.status == "ok"),
+def summary(task: str, board: list[BoardEntry], text: Text = escape, group: list[BoardEntry] | None = None
+            ) -> Table | None:
+    """A row per model that ran `task` (of `group`'s entries, default: all), a column per key metric
+    (`task_heads`, from the whole board), with its interval; skipped runs are left out (`skipped_notes`).
+    None when no run finished."""
+    items = sorted((b for b in (board if group is None else group) if b.entry.name == task and b.entry.status == "ok"),
                    key=lambda b: (b.model_name, b.model_identity))
     heads = task_heads(task, board)
     if not items:
@@ -188,8 +223,8 @@ def summary(task: str, board: list[BoardEntry], text: Text = escape) -> Table | 
     return Table(headers, rows, [False] + [True] * len(heads))
 
 
-def summary_table(task: str, board: list[BoardEntry]) -> str | None:
-    table = summary(task, board)
+def summary_table(task: str, board: list[BoardEntry], group: list[BoardEntry] | None = None) -> str | None:
+    table = summary(task, board, group=group)
     return None if table is None else markdown_table(table)
 
 
@@ -218,6 +253,13 @@ def skipped_notes(task: str, board: list[BoardEntry], text: Text = escape) -> li
     """`skipped <model>: <reason>` for each skipped run of `task`."""
     return [f"skipped {entry_label(b, text)}: {text(b.entry.skip_reason or '')}"
             for b in board if b.entry.name == task and b.entry.status == "skipped"]
+
+
+def warning_notes(task: str, board: list[BoardEntry], text: Text = escape) -> list[str]:
+    """`warning <model>: <line>` for each warning a finished run of `task` carries (`TaskEntry.warnings`,
+    e.g. mink_membership's: members and non-members told apart without the model)."""
+    return [f"warning {entry_label(b, text)}: {text(line)}"
+            for b in board if b.entry.name == task and b.entry.status == "ok" for line in b.entry.warnings]
 
 
 def task_table(task: str, board: list[BoardEntry]) -> str:

@@ -27,11 +27,17 @@ from harness.core.errors import UserError
 from harness.core.results import ResultsFile
 from leaderboard.collect import BoardEntry, newest_entries, read_submissions
 from leaderboard.render import (
+    CHANGED_LEGEND,
+    CHANGED_MARK,
+    CONTROLS_NOTE,
+    GROUPS,
     LIMIT_MARK,
     agreement,
     all_metrics,
     better_in_words,
     board_models,
+    by_group,
+    changed_notes,
     fmt,
     fmt_metric,
     headline_value,
@@ -42,6 +48,7 @@ from leaderboard.render import (
     skipped_notes,
     summary,
     task_heads,
+    warning_notes,
 )
 from leaderboard.site_plots import plotly_js, task_figure
 
@@ -73,6 +80,11 @@ class SiteModel:
     def limits(self) -> list[int]:
         return sorted({b.limit for b in self.entries if b.limit is not None})
 
+    @property
+    def control(self) -> bool:
+        """A reference control (`leaderboard.collect.is_control`), not a real model."""
+        return any(b.control for b in self.entries)
+
 
 def slug(name: str, identity: str) -> str:
     """A file name for a model's page: its name in safe characters and the first 12 of its identity."""
@@ -81,9 +93,10 @@ def slug(name: str, identity: str) -> str:
 
 
 def site_models(board: list[BoardEntry], files: dict[str, ResultsFile]) -> list[SiteModel]:
-    """The board's models in board order, each with a unique page name."""
+    """The board's models, the real models' first and then the reference controls' (each group in
+    board order), each with a unique page name."""
     models, used = [], set()
-    for name, identity, kind, sparsity in board_models(board):
+    for name, identity, kind, sparsity in [m for key, _ in GROUPS for m in board_models(by_group(board)[key])]:
         entries = [b for b in board if (b.model_name, b.model_identity) == (name, identity)]
         page, n = slug(name, identity), 2
         while page in used:  # same name and identity prefix, other key: number the later ones
@@ -106,7 +119,8 @@ def row_filters(model: SiteModel) -> dict[str, str]:
     """The data-* attributes the index's filters read."""
     return {"kind": model.kind, "tasks": " ".join(sorted({b.entry.name for b in model.entries})),
             "sparsity": "dense" if model.sparsity is None else "pruned",
-            "run": "limit" if model.limits else "full", "name": model.name.lower()}
+            "run": "limit" if model.limits else "full", "name": model.name.lower(),
+            "group": "control" if model.control else "real"}
 
 
 def _json(value) -> str:
@@ -125,7 +139,8 @@ def render_site(submissions: Path) -> dict[str, bytes]:
     heads = {t: next((b.entry.headline for b in board if b.entry.name == t and b.entry.headline), None)
              for t in tasks}
     common = {"tasks": tasks, "short": short, "n_files": len(files), "folder": submissions.name,
-              "limit_mark": LIMIT_MARK}
+              "limit_mark": LIMIT_MARK, "changed_mark": CHANGED_MARK, "changed_legend": CHANGED_LEGEND}
+    groups = by_group(board)
     site: dict[str, bytes] = {}
 
     def page(path: str, template: str, **values) -> None:
@@ -135,23 +150,26 @@ def render_site(submissions: Path) -> dict[str, bytes]:
 
     table = overview(board, plain, interval=True)
     first_task_column = len(table.headers) - len(tasks)
-    page("index.html", "index.html", title="membench leaderboard", table=table, models=models,
-         links=[f"models/{m.slug}.html" for m in models], filters=[row_filters(m) for m in models], first_task_column=first_task_column,
-         heads=heads, better=better_in_words, kinds=sorted({m.kind for m in models}),
-         pruned=any(m.sparsity is not None for m in models), limited=any(m.limits for m in models))
+    model_groups = [group_rows(key, title, overview(board, plain, interval=True, group=groups[key]).rows,
+                               [m for m in models if m.control == (key == "control")], "model")
+                    for key, title in GROUPS]
+    page("index.html", "index.html", title="membench leaderboard", table=table, groups=model_groups,
+         first_task_column=first_task_column, heads=heads, better=better_in_words,
+         kinds=sorted({m.kind for m in models}), pruned=any(m.sparsity is not None for m in models),
+         limited=any(m.limits for m in models), changed=changed_notes(groups["real"], plain))
     for task in tasks:
-        items = [b for b in board if b.entry.name == task]
         figure, plot_note = task_figure(task, board)
         page(f"tasks/{task}.html", "task.html", title=task, task=task, card=card_html(task),
              head=heads[task], better=better_in_words, heads=task_heads(task, board),
-             summary=summary(task, board, plain), full=all_metrics(task, board, plain),
-             agreement=agreement(task, board, plain), skipped=skipped_notes(task, board, plain),
-             figure=figure, plot_note=plot_note, models=[page_of[(b.model_name, b.model_identity)] for b in
-                                                         sorted((b for b in items if b.entry.status == "ok"),
-                                                                key=lambda b: (b.model_name, b.model_identity))])
+             summary=task_summary(task, board, groups, page_of), full=all_metrics(task, board, plain),
+             agreement=agreement(task, board, plain),
+             skipped=skipped_notes(task, board, plain) + warning_notes(task, board, plain),
+             figure=figure, plot_note=plot_note,
+             changed=changed_notes([b for b in groups["real"] if b.entry.name == task], plain, task=False))
     for model in models:
         page(f"models/{model.slug}.html", "model.html", title=model.label, model=model, json=_json,
-             fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, better=better_in_words)
+             fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, better=better_in_words,
+             controls_note=CONTROLS_NOTE)
     site["board.json"] = (_json(board_json(models)) + "\n").encode("utf-8")
     site["board.css"] = (Path(__file__).parent / "templates" / "board.css").read_bytes()
     site["board.js"] = (Path(__file__).parent / "templates" / "board.js").read_bytes()
@@ -160,11 +178,38 @@ def render_site(submissions: Path) -> dict[str, bytes]:
     return site
 
 
+def group_rows(key: str, title: str, rows: list[list[str]], models: list, noun: str) -> dict:
+    """One group of a grouped table (`macros.table`): its key (`real`, `control`), heading, note,
+    rows, and per row its page and (for the index, where `models` are `SiteModel`s) the filters'
+    data; `noun` names what a row is, for the heading's count."""
+    pages = [m if isinstance(m, str) else f"models/{m.slug}.html" for m in models]
+    filters = [row_filters(m) for m in models if isinstance(m, SiteModel)]
+    return {"key": key, "title": title, "note": CONTROLS_NOTE if key == "control" else "", "rows": rows,
+            "links": pages, "filters": filters or None, "noun": noun}
+
+
+def task_summary(task: str, board: list[BoardEntry], groups: dict[str, list[BoardEntry]],
+                 page_of: dict[tuple[str, str], str]) -> dict | None:
+    """A task's summary table in groups (the real models', the reference controls'): its columns and
+    each group with rows; None when no run of the task finished."""
+    whole = summary(task, board, plain)
+    if whole is None:
+        return None
+    parts = []
+    for key, title in GROUPS:
+        table = summary(task, board, plain, group=groups[key])
+        items = sorted((b for b in groups[key] if b.entry.name == task and b.entry.status == "ok"),
+                       key=lambda b: (b.model_name, b.model_identity))
+        parts.append(group_rows(key, title, table.rows if table else [],
+                                [page_of[(b.model_name, b.model_identity)] for b in items], "model"))
+    return {"table": whole, "groups": parts}
+
+
 def board_json(models: list[SiteModel]) -> dict:
     """What the pages show, as data: per model its results files' model/run/environment and the
     shown run of each task (the newest), whole."""
     return {"models": [{"name": m.name, "identity": m.identity, "kind": m.kind, "sparsity": m.sparsity,
-                        "page": f"models/{m.slug}.html",
+                        "control": m.control, "page": f"models/{m.slug}.html",
                         "files": {name: results.model_dump(mode="json", exclude={"tasks"}) for name, results in m.files},
                         "tasks": {b.entry.name: dict(b.entry.model_dump(mode="json"), runs=b.runs, file=b.file)
                                   for b in m.entries}} for m in models]}

@@ -27,6 +27,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from harness.scoring import distributed
 
     device = args.device
+    if args.random_weights is not None and args.device_map:
+        raise UserError("--random-weights draws the twin on one device; it cannot be combined with --device-map")
     if distributed.env_world_size() > 1:  # started by accelerate launch / torchrun: data parallel
         if args.device_map:
             raise UserError("--device-map places one model over several devices; it cannot be combined "
@@ -44,7 +46,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                      kind=ModelKind(args.model_kind) if args.model_kind else None, device=device,
                      dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                      allow_pickle=args.allow_pickle, name=args.model_name, device_map=args.device_map,
-                     gguf_file=args.gguf_file)
+                     gguf_file=args.gguf_file, random_weights_seed=args.random_weights)
     options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size, limit=args.limit,
                               seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache,
                               all_tasks=args.tasks.strip() == "all", resolve_model=resolve_reference_model,
@@ -237,10 +239,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     for task, model in report.outside_tolerance:
         print(f"membench: warning: {model} {task} moved beyond its tolerance "
               "(harness/reference/controls.py)", file=sys.stderr)
-    for expectation in report.failed:
+    table, real_failed = outcome.real_models
+    print("\nreal-model controls: their committed submissions (`membench evaluate`; not scored by this job)\n")
+    print(table)
+    for expectation in report.failed + real_failed:
         print(f"membench: error: control failed: {expectation.task}: {expectation.describe()} "
               f"({expectation.why})", file=sys.stderr)
-    return 1 if report.failed else 0
+    return 1 if report.failed or real_failed else 0
 
 
 COMMANDS = {"evaluate": cmd_evaluate, "export-lm-eval": cmd_export_lm_eval, "import-lm-eval": cmd_import_lm_eval,

@@ -19,7 +19,15 @@ from harness.files.staging import make_staging, publish_folder, sweep_cache
 from harness.model.loading import ModelSpec, resolve_device
 from harness.reference.build import MANIFEST, BuildConfig, checkpoint_folders, read_manifest
 from harness.reference.checkpoints import resolve_reference_model
-from harness.reference.controls import REFERENCE_PREFIX, ControlReport, compare, headlines, readings, reproduces
+from harness.reference.controls import (
+    REFERENCE_PREFIX,
+    ControlReport,
+    compare,
+    headlines,
+    readings,
+    real_model_report,
+    reproduces,
+)
 from harness.reference.pretrained import minilm_folder
 from harness.reference.recipes import PretrainedEncoder, reference_recipes
 from harness.reference.shipped import shipped_folder, weights_of
@@ -113,6 +121,8 @@ class JobOutcome:
     controls: ControlReport
     removed: list[Path] = field(default_factory=list)  # earlier files of the same checkpoints (`remove_superseded`)
     kept: list[Path] = field(default_factory=list)  # files this run reproduced (`controls.reproduces`), left as they were
+    # the real models' controls on their committed submissions (`controls.real_model_report`): table, failed
+    real_models: tuple[str, list] = ("", [])
 
 
 def check_job_settings(submissions: Path, board: Path, batch_size: int, device: str) -> None:
@@ -154,7 +164,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 64, devi
     removed = remove_superseded(submissions, written + kept)
     write_board(submissions, board, board.parent / "site")
     stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
-    return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept)
+    real_models = real_model_report([results for _, results in read_submissions(submissions)])
+    return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept, real_models)
 
 
 def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,

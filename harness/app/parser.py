@@ -113,6 +113,9 @@ def add_evaluate(commands) -> None:
                          "pretrained:smollm2-135m-instruct, pretrained:gemma-3-270m, pretrained:all-minilm-l6-v2")
     ev.add_argument("--gguf-file", help="the .gguf file to load from the model folder or hub repo (dequantized into "
                                         "--dtype); not needed for a .gguf path or a folder holding only one")
+    ev.add_argument("--random-weights", type=seed_int, metavar="SEED",
+                    help="score the model's untrained twin: its config and tokenizer with weights drawn by the "
+                         "architecture's own initialization under SEED (a control: LMS near 50), not its weights")
     ev.add_argument("--revision", help="hub revision (branch, tag or commit)")
     ev.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
     ev.add_argument("--model-name", help="display name in the results (default: hub id, folder name, or the GGUF "

@@ -38,16 +38,19 @@ def headline_cells(entry: TaskEntry) -> list[str]:
 
 def results_table(results: ResultsFile) -> str:
     """The closing table of `membench evaluate`: a line naming the model and run settings, then one
-    row per task: task, version, status, headline metric (with its better direction), value, n and
-    the task's wall time in seconds (that of the run that computed it, when it came from the cache)."""
+    row per task: task, version, status, headline metric (with its better direction), value, n, the
+    task's wall time in seconds and its peak resident memory (those of the run that computed it, when
+    it came from the cache)."""
     model, run = results.model, results.run
     settings = [model.kind, model.device, model.dtype, f"batch size {run.batch_size}", f"seed {run.seed}"]
     if run.limit is not None:
         settings.append(f"limit {run.limit}")
     rows = [[entry.name, entry.version, status_text(entry), *headline_cells(entry),
-             f"{entry.wall_time_s:.1f}" if entry.status == "ok" else ""] for entry in results.tasks]
-    table = tabulate(rows, headers=["task", "version", "status", "headline", "value", "n", "time (s)"],
-                     disable_numparse=True)
+             f"{entry.wall_time_s:.1f}" if entry.status == "ok" else "",
+             f"{entry.peak_rss_bytes / 1e9:.2f}" if entry.status == "ok" and entry.peak_rss_bytes else ""]
+            for entry in results.tasks]
+    table = tabulate(rows, headers=["task", "version", "status", "headline", "value", "n", "time (s)",
+                                    "peak RSS (GB)"], disable_numparse=True)
     return f"{model.name} ({', '.join(settings)})\n\n{table}"
 
 

@@ -114,6 +114,11 @@ class TaskEntry(_Strict):
     skip_reason: str | None = None
     config: dict[str, Any]
     config_hash: str
+    # The names of the `config` fields whose value differs from the task Config's default (sorted):
+    # a run with cut (or otherwise changed) settings, which the board marks. [] when every setting
+    # was the default; None where it is not known (files written before the field, imported runs).
+    # What was computed is in `config` and `config_hash`: this is derived from them, not hashed.
+    changed_settings: list[str] | None = None
     seed: int
     metrics: list[Metric] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
@@ -122,10 +127,23 @@ class TaskEntry(_Strict):
     summary: list[Headline] = Field(default_factory=list)
     info: dict[str, Any] = Field(default_factory=dict)
     wall_time_s: float = 0.0
+    # The process's peak resident memory while the task ran (the loaded model included), in bytes;
+    # None where the kernel cannot say (`harness.run.heap.peak_rss_bytes`) and in older files.
+    peak_rss_bytes: int | None = Field(None, ge=0)
     samples_file: str | None = None
     # Per-item values of one metric (series name -> item id -> value), e.g. the test M-MEM of
     # every prompt; the board compares how models rank the items (Kendall's tau).
     item_scores: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # What a reader of the metrics must know, one line each (e.g. mink_membership: members and
+    # non-members are distinguishable without the model); left out of the file when there is none.
+    warnings: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_no_warnings(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        if not data.get("warnings"):
+            data.pop("warnings", None)
+        return data
 
     @field_validator("item_scores", mode="before")
     @classmethod

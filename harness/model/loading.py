@@ -64,6 +64,9 @@ class ModelSpec:
     # The GGUF file to load from the model folder or hub repo (`harness.model.gguf`); a `.gguf` given
     # as the model, or the only one in a folder without config.json, needs none.
     gguf_file: str | None = None
+    # Score the checkpoint's untrained twin: its config and tokenizer with the architecture's own
+    # initialization under this seed, in place of its weights (`random_twin`): a control, never the checkpoint.
+    random_weights_seed: int | None = None
 
 
 def looks_like_path(model: str) -> bool:
@@ -403,6 +406,37 @@ def _gguf_bar_follows_transformers():
         reader.tqdm = bar
 
 
+def state_sha256(model) -> str:
+    """sha256 over the model's state dict: each entry's name, dtype, shape and bytes, in name order."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def random_twin(model, identity: ModelIdentity, seed: int) -> tuple[object, ModelIdentity, dict]:
+    """The untrained twin of a loaded checkpoint: the same class, config (so the same architecture,
+    sizes and dtype) and tokenizer, its parameters drawn by the class's own initialization (its
+    constructor's `post_init`) under `torch.manual_seed(seed)` on the CPU. The control that a score needs a
+    model that has learned: a pretrained LM's StereoSet LMS far above 50, its twin's near 50.
+    Its identity's weights part is the sha256 of the drawn parameters (`state_sha256`), so it is
+    never the checkpoint's row, and the results file records the seed and the checkpoint's weights."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        twin = type(model)(model.config).to(model.dtype)
+    twin_identity = ModelIdentity(weights_sha256=state_sha256(twin), tokenizer_sha256=identity.tokenizer_sha256,
+                                  config_sha256=identity.config_sha256, kind=identity.kind)
+    return twin, twin_identity, {"random_weights": {"seed": seed, "of_weights_sha256": identity.weights_sha256,
+                                                    "init": "constructor"}}
+
+
 def load(spec: ModelSpec) -> LoadedModel:
     """Load the checkpoint described by `spec` onto its device, in eval mode."""
     from safetensors import SafetensorError
@@ -425,20 +459,24 @@ def load(spec: ModelSpec) -> LoadedModel:
         raise UserError(f"cannot load {spec.model} ({', '.join(checkpoint.weight_names)}) as a {kind.value} model: "
                         f"{type(err).__name__}: {first_line(err)}") from None
     check_load_report(model, report, kind, spec.model, checkpoint.gguf_file)
+    identity, twin = checkpoint.identity, {}
+    if spec.random_weights_seed is not None:
+        model, identity, twin = random_twin(model, identity, spec.random_weights_seed)
     if spec.device_map:
         model.eval()
         device = ",".join(sorted({str(p.device) for p in model.parameters()}))  # where the layers went
     else:
         model.to(device).eval()
     name = spec.name or default_name(spec.model, checkpoint.from_hub, folder, checkpoint.gguf_file)
-    identity = checkpoint.identity
+    if twin:
+        name = spec.name or f"{name}-untrained-seed{spec.random_weights_seed}"
     return LoadedModel(
         model=model, tokenizer=tokenizer, kind=kind, name=name, source=spec.model, revision=checkpoint.revision,
         identity=identity.identity, identity_parts=identity, from_hub=checkpoint.from_hub, device=device,
         dtype=str(torch_dtype).removeprefix("torch."), context_length=context_length(model.config),
         info={"architectures": config.get("architectures"), "model_type": config.get("model_type"),
               "weight_files": checkpoint.weight_names, **checkpoint.details,
-              **({"device_map": spec.device_map} if spec.device_map else {}),
+              **({"device_map": spec.device_map} if spec.device_map else {}), **twin,
               **({"pruning": config["membench_pruning"]} if "membench_pruning" in config else {}),
               **({"reference_recipe": {"build": spec.reference_recipe[0], "digest": spec.reference_recipe[1]}}
                  if spec.reference_recipe else {})},

@@ -59,3 +59,31 @@ def reuse_freed_memory() -> bool:
     if not applied:
         log.info("could not set glibc's malloc tunables: freed memory goes back to the kernel as usual")
     return applied
+
+
+# The kernel's per-process peak resident size (`VmHWM` in /proc/self/status), which writing "5" to
+# /proc/self/clear_refs resets to the current size (Linux 4.0+, proc(5)): so each task's peak is its own.
+STATUS, CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak resident size at the current one; False where the kernel offers no reset."""
+    try:
+        with open(CLEAR_REFS, "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int | None:
+    """The process's peak resident size in bytes since its start or the last `reset_peak_rss`
+    (None where /proc/self/status has no `VmHWM`)."""
+    try:
+        with open(STATUS) as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

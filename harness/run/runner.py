@@ -34,7 +34,7 @@ from harness.core.results import (
 from harness.core.task import LimitTooSmall, RunContext, Task, TaskConfig
 from harness.files import staging
 from harness.model import loading as models
-from harness.run import cache
+from harness.run import cache, heap
 from harness.scoring import distributed
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,22 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
         first = err.errors()[0]
         flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else task.NAME
         raise UserError(f"{task.NAME}: {flag}: {first['msg']}") from None
+
+
+def changed_settings(config: TaskConfig) -> list[str]:
+    """The names of `config`'s fields whose value differs from its task's default, sorted, compared as
+    a results file records them (JSON values): the Config built with no settings given, as `build_config`
+    builds it. A field without a default (a required one) has nothing to differ from and is never named.
+    Recorded beside the config (`TaskEntry.changed_settings`), so the board, which knows no task, can
+    mark a run with cut settings; not part of `config_hash` (it follows from the config)."""
+    kind = type(config)
+    required = {name: getattr(config, name) for name, field in kind.model_fields.items() if field.is_required()}
+    try:
+        defaults = kind(**required)
+    except ValidationError:  # defaults that only validate with other settings: take them unvalidated
+        defaults = kind.model_construct(**required)
+    given, default = config.model_dump(mode="json"), defaults.model_dump(mode="json")
+    return sorted(name for name in kind.model_fields if given.get(name) != default.get(name))
 
 
 def config_hash(config: TaskConfig, options: EvaluateOptions, dtype: str, data_source: str | None = None,
@@ -154,7 +170,7 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
     digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION)
     key = cache_key(digest, auxiliary)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
-                config_hash=digest, seed=options.seed)
+                config_hash=digest, changed_settings=changed_settings(config), seed=options.seed)
     reason = reason or task.skip_reason(lm)
     if reason:
         log.info("skipping %s: %s", task.NAME, reason)
@@ -166,9 +182,12 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
         if hit and hit[0].metrics:  # an entry without metrics (cached by an older membench) is run again
             log.info("%s: reusing the cached result", task.NAME)
             entry, samples = hit
+            warn_entry(entry)
             # the headline and summary say how the board shows the task, not what was computed: take today's
-            return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY)}), samples
-    started = time.perf_counter()
+            # (and what changed from the defaults: an entry cached by an older membench lacks it)
+            return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY),
+                                            "changed_settings": base["changed_settings"]}), samples
+    started, peak_known = time.perf_counter(), heap.reset_peak_rss()
     with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
         result = task.run(lm, data, config, context)
     if not result.metrics:  # nothing to show: not an "ok" run
@@ -178,11 +197,21 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
         return TaskEntry(status="skipped", skip_reason=reason, counts=result.counts, info=result.info, **base), ""
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
                       summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
-                      wall_time_s=round(time.perf_counter() - started, 3), **base)
+                      wall_time_s=round(time.perf_counter() - started, 3),
+                      peak_rss_bytes=heap.peak_rss_bytes() if peak_known else None, warnings=result.warnings,
+                      **base)
+    warn_entry(entry)
     samples = cache.samples_to_jsonl(result.samples)
     if distributed.is_main():
         cache.put(lm.identity, entry, samples, key)
     return entry, samples
+
+
+def warn_entry(entry: TaskEntry) -> None:
+    """Each of the entry's warnings on stderr (`membench: warning: <task>: ...`), from rank 0 only."""
+    if distributed.is_main():
+        for line in entry.warnings:
+            warn(f"{entry.name}: {line}")
 
 
 def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[str, Any],

@@ -163,6 +163,13 @@ def next_token_logprobs(model, context: list[int]) -> np.ndarray:
 LOGITS_BUDGET_BYTES = 2**30
 
 
+def output_vocabulary(model) -> int:
+    """The number of logits the model's LM head gives a position (its output embedding's rows; the
+    config's `vocab_size` where the head has no weight)."""
+    head = model.get_output_embeddings()
+    return head.weight.shape[0] if getattr(head, "weight", None) is not None else model.config.vocab_size
+
+
 def logits_bounded_batches(order: list[int], lengths: list[int], batch_size: int, vocabulary: int) -> list[list[int]]:
     """`order` cut into batches of at most `batch_size` rows, fewer where the batch's longest row
     (`lengths`) times the rows times `vocabulary` float32 logits would pass `LOGITS_BUDGET_BYTES`
@@ -186,9 +193,8 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
     pad = padding_id(tokenizer)
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
-    head = model.get_output_embeddings()
-    vocabulary = head.weight.shape[0] if getattr(head, "weight", None) is not None else len(tokenizer)
-    batches = logits_bounded_batches(order, [len(row.ids) for row in rows], batch_size, vocabulary)
+    batches = logits_bounded_batches(order, [len(row.ids) for row in rows], batch_size,
+                                     output_vocabulary(model))
 
     def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
         """Each row's scores (log-probs, and the distribution mean and std or None)."""
@@ -206,7 +212,7 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
         at_row = torch.from_numpy(which_row).to(device)
         at_position = torch.from_numpy(position - shift).to(device)
         targets = torch.from_numpy(input_ids[which_row, position + 1]).to(device)
-        flat_logprobs, flat_means, flat_stds = _position_scores(logits, at_row, at_position, targets,
+        flat_logprobs, flat_means, flat_stds = position_scores(logits, at_row, at_position, targets,
                                                                 distribution_stats)
         ends = np.cumsum(counts)
         return [(flat_logprobs[end - n:end], flat_means[end - n:end] if distribution_stats else None,
@@ -222,7 +228,7 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]
 
 
-# The float32 logits whose log-softmax statistics `_position_scores` computes at once. On a CPU a few
+# The float32 logits whose log-softmax statistics `position_scores` computes at once. On a CPU a few
 # MiB, so the temporaries stay in its cache and are never batch x positions x vocabulary (512 rows of
 # the reference models' vocabulary of 2,048; 21 of SmolLM2's 49,152): SmolLM2's scoring 31.2 -> 27.4 s,
 # with the Min-K%++ statistics 47.3 -> 31.3 s (bench/bench_real_model.py). On an accelerator, whose
@@ -231,7 +237,7 @@ STATS_CHUNK_BYTES = 2**22
 ACCELERATOR_CHUNK_BYTES = 2**28
 
 
-def _position_scores(logits: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor,
+def position_scores(logits: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor,
                      distribution_stats: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """For each (row, position) of `logits` (batch, positions, V) and its target token:
     log p(target) = logit[target] - logsumexp(logit), in float32; with `distribution_stats`, the

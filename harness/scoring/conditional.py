@@ -7,7 +7,10 @@
   log p(y_t | [BOS] x y_<t) for every target token. Source and target are tokenized apart, so
   the target's tokens are the same whatever the source.
 Sources and targets are cut to `max_source` / `max_target` tokens (counted with special tokens).
-Rows are sorted by length and right-padded with the padding masked.
+Rows are sorted by length and right-padded with the padding masked; a batch's float32 logits stay
+within `causal.LOGITS_BUDGET_BYTES`, and only the target positions are normalized
+(`causal.position_scores`, in cache-sized chunks): at gemma-3's 262,144-token vocabulary, 16 rows
+of 700 tokens would otherwise hold 11.7 GB of logits and as much again of log-softmax.
 """
 
 from __future__ import annotations
@@ -20,9 +23,15 @@ import numpy as np
 import torch
 
 from harness.scoring.batching import padding_id, right_pad
-from harness.scoring.causal import encode_with_bos
+from harness.scoring.causal import (
+    LOGITS_BUDGET_BYTES,
+    encode_with_bos,
+    logits_bounded_batches,
+    output_vocabulary,
+    position_scores,
+)
 from harness.scoring.distributed import run_batches
-from harness.scoring.spans import length_batches
+from harness.scoring.spans import length_batches, longest_first
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +76,25 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
             logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits[:, :-1]
             labels = inputs[:, 1:]
             starts = [len(source_ids[i]) - 1 for i in batch]
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
-        picked = []
-        for j, i in enumerate(batch):
-            positions = torch.arange(starts[j], starts[j] + len(target_ids[i]), device=device)
-            picked.append(logprobs[j, positions, labels[j, positions.cpu()].to(device)].cpu().numpy())
-        return picked
+        return _row_logprobs(logits, labels, starts, [len(target_ids[i]) for i in batch])
 
-    done = run_batches(length_batches(lengths, batch_size), score_batch, "scoring targets", progress)
+    logit_rows = [len(t) if seq2seq else n for t, n in zip(target_ids, lengths)]
+    batches = logits_bounded_batches(longest_first(lengths), logit_rows, batch_size, output_vocabulary(model))
+    done = run_batches(batches, score_batch, "scoring targets", progress)
     return [done[i] for i in range(len(sources))]
+
+
+def _row_logprobs(logits: torch.Tensor, labels: torch.Tensor, starts: list[int], counts: list[int]) -> list[np.ndarray]:
+    """For each row j of `logits` (batch, positions, V): log p(labels[j, p]) from logits[j, p] at
+    p = starts[j] ... starts[j] + counts[j] - 1 (`causal.position_scores`: only those positions
+    normalized, a few at a time)."""
+    device = logits.device
+    rows = np.repeat(np.arange(len(counts)), counts)
+    positions = np.concatenate([np.arange(start, start + n) for start, n in zip(starts, counts)]).astype(np.int64)
+    at_row, at_position = torch.from_numpy(rows), torch.from_numpy(positions)
+    flat, _, _ = position_scores(logits, at_row.to(device), at_position.to(device),
+                                 labels[at_row, at_position].to(device), distribution_stats=False)
+    return np.split(flat, np.cumsum(counts)[:-1])
 
 
 def _cache_argument(model) -> str | None:
@@ -109,8 +128,16 @@ def shared_prefix_logprobs(model, prefix_ids: list[int], target_ids: list[list[i
     return None
 
 
+def _cache_bytes(cache) -> int:
+    """Bytes of a key/value cache's tensors (transformers' `Cache.layers`, each with keys and values); 0 when unknown."""
+    tensors = [getattr(layer, part, None) for layer in getattr(cache, "layers", []) for part in ("keys", "values")]
+    return sum(t.nbytes for t in tensors if isinstance(t, torch.Tensor))
+
+
 def _with_cache(model, name, cache, first: torch.Tensor, n_prefix: int, target_ids: list[list[int]],
                 batch_size: int, pad: int, progress: bool | None) -> list[np.ndarray]:
+    """The targets after the prefix's `cache`, in length-sorted batches whose float32 logits and
+    repeated caches each stay within `causal.LOGITS_BUDGET_BYTES`."""
     device = first.device
     scorable = [i for i, ids in enumerate(target_ids) if ids]
 
@@ -122,16 +149,15 @@ def _with_cache(model, name, cache, first: torch.Tensor, n_prefix: int, target_i
         full_mask = torch.cat([torch.ones(len(rows), n_prefix, dtype=mask.dtype), mask], dim=1)
         logits = model(input_ids=inputs.to(device), attention_mask=full_mask.to(device), use_cache=True,
                        **{name: repeated}).logits
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
-        out = []
-        for j, row in enumerate(rows):
-            following = torch.tensor(row[1:], dtype=torch.long, device=device)
-            later = logprobs[j, torch.arange(len(row) - 1, device=device), following]
-            out.append(torch.cat([first[row[0]].view(1), later]).cpu().numpy())
-        return out
+        # position p of a row predicts its token p + 1; its first token comes from the prefix's last position
+        later = _row_logprobs(logits, inputs[:, 1:], [0] * len(rows), [len(row) - 1 for row in rows])
+        return [np.concatenate([first[row[0]].view(1).cpu().numpy(), rest]) for row, rest in zip(rows, later)]
 
-    done = run_batches(length_batches([len(target_ids[i]) for i in scorable], batch_size), score_batch,
-                       "scoring after the prefix", progress)
+    lengths = [len(target_ids[i]) for i in scorable]
+    rows_by_cache = max(1, LOGITS_BUDGET_BYTES // max(1, _cache_bytes(cache)))
+    batches = logits_bounded_batches(longest_first(lengths), lengths, min(batch_size, rows_by_cache),
+                                     output_vocabulary(model))
+    done = run_batches(batches, score_batch, "scoring after the prefix", progress)
     results = [np.zeros(0, dtype=np.float32) for _ in target_ids]
     for k, value in done.items():
         results[scorable[k]] = value

@@ -85,9 +85,14 @@ def _align(tokenizer, texts: list[str], spans: list[list[Span]], context: int,
     return ids, positions
 
 
+def longest_first(lengths: list[int]) -> list[int]:
+    """Row indices, longest row first (ties in index order)."""
+    return sorted(range(len(lengths)), key=lambda k: -lengths[k])
+
+
 def length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Row indices in batches of `batch_size`, longest rows first, so padding stays small."""
-    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    order = longest_first(lengths)
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
@@ -119,8 +124,7 @@ def context_batches(lengths: list[int], batch_size: int, context: int) -> list[l
     then run several times `batch_size` at once, in fewer, larger calls (the reference NER job: 936
     batches instead of 2,750, 117 -> 112 s: its forward passes are compute-bound); a row's numbers
     do not depend on its batch (right padding is masked)."""
-    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
-    return bounded_batches(order, lengths, None, batch_size * max(1, min(context, FULL_ROW_CAP)))
+    return bounded_batches(longest_first(lengths), lengths, None, batch_size * max(1, min(context, FULL_ROW_CAP)))
 
 
 # The longest row `context_batches` counts a full one (a BERT's context): a long-context model's

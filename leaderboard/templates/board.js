@@ -1,7 +1,13 @@
 // membench web board: sortable tables, the index's filters, row filters, plots.
 // Reads only what the page holds (data-* attributes, cell text, embedded JSON); writes text with
-// textContent, never as HTML.
+// textContent, never as HTML. A table may hold its rows in groups, a tbody each (the real models,
+// the reference controls), headed by rows of class `fixed`: sorting and filtering act on the other
+// rows, each group within itself.
 "use strict";
+
+function dataRows(body) {
+  return Array.from(body.rows).filter((row) => !row.classList.contains("fixed"));
+}
 
 function cellKey(cell, numeric) {
   const text = cell ? cell.textContent.trim() : "";
@@ -13,18 +19,19 @@ function cellKey(cell, numeric) {
 function sortTable(table, column, descending) {
   const header = table.tHead.rows[0].cells[column];
   const numeric = header.dataset.numeric === "1";
-  const body = table.tBodies[0];
-  const rows = Array.from(body.rows);
-  rows.sort((a, b) => {
-    const x = cellKey(a.cells[column], numeric);
-    const y = cellKey(b.cells[column], numeric);
-    if (x === y) return 0;
-    if (x === null || x === "") return 1;  // empty and n/a last, whatever the direction
-    if (y === null || y === "") return -1;
-    const order = x < y ? -1 : 1;
-    return descending ? -order : order;
+  Array.from(table.tBodies).forEach((body) => {
+    const rows = dataRows(body);
+    rows.sort((a, b) => {
+      const x = cellKey(a.cells[column], numeric);
+      const y = cellKey(b.cells[column], numeric);
+      if (x === y) return 0;
+      if (x === null || x === "") return 1;  // empty and n/a last, whatever the direction
+      if (y === null || y === "") return -1;
+      const order = x < y ? -1 : 1;
+      return descending ? -order : order;
+    });
+    rows.forEach((row) => body.appendChild(row));  // after the group's heading, which stays first
   });
-  rows.forEach((row) => body.appendChild(row));
   Array.from(table.tHead.rows[0].cells).forEach((th) => th.removeAttribute("aria-sort"));
   header.setAttribute("aria-sort", descending ? "descending" : "ascending");
 }
@@ -49,29 +56,45 @@ function applyFilters() {
   const task = value("filter-task");
   const sparsity = value("filter-sparsity");
   const run = value("filter-run");
+  const group = value("filter-group");
   let shown = 0;
-  const rows = Array.from(table.tBodies[0].rows);
-  rows.forEach((row) => {
-    const data = row.dataset;
-    const visible = (!search || data.name.includes(search)) && (!kind || data.kind === kind)
-      && (!task || data.tasks.split(" ").includes(task)) && (!sparsity || data.sparsity === sparsity)
-      && (!run || data.run === run);
-    row.hidden = !visible;
-    if (visible) shown += 1;
+  let total = 0;
+  Array.from(table.tBodies).forEach((body) => {
+    const rows = dataRows(body);
+    let shownHere = 0;
+    rows.forEach((row) => {
+      const data = row.dataset;
+      const visible = (!search || data.name.includes(search)) && (!kind || data.kind === kind)
+        && (!task || data.tasks.split(" ").includes(task)) && (!sparsity || data.sparsity === sparsity)
+        && (!run || data.run === run) && (!group || data.group === group);
+      row.hidden = !visible;
+      if (visible) shownHere += 1;
+    });
+    shown += shownHere;
+    total += rows.length;
+    body.hidden = Boolean(group) && body.dataset.group !== group;
+    const count = body.querySelector(".group-count");
+    if (count) {
+      const noun = rows.length === 1 ? "model" : "models";
+      count.textContent = shownHere === rows.length ? `${rows.length} ${noun}` : `${shownHere} of ${rows.length} ${noun}`;
+    }
   });
   table.querySelectorAll("[data-task]").forEach((cell) => {
     cell.hidden = Boolean(task) && cell.dataset.task !== task;
   });
-  document.getElementById("shown").textContent = `${shown} of ${rows.length} models`;
+  // a group's heading spans the columns shown
+  const columns = Array.from(table.tHead.rows[0].cells).filter((cell) => !cell.hidden).length;
+  table.querySelectorAll("tr.fixed > [colspan]").forEach((cell) => { cell.colSpan = columns; });
+  document.getElementById("shown").textContent = `${shown} of ${total} models`;
 }
 
 function filterRows(input) {
   const table = document.getElementById(input.dataset.table);
   if (!table) return;
   const needle = input.value.trim().toLowerCase();
-  Array.from(table.tBodies[0].rows).forEach((row) => {
+  Array.from(table.tBodies).forEach((body) => dataRows(body).forEach((row) => {
     row.hidden = Boolean(needle) && !row.textContent.toLowerCase().includes(needle);
-  });
+  }));
 }
 
 function drawPlots() {

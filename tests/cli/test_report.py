@@ -46,7 +46,7 @@ def hand_results(name: str = "model-a", limit: int | None = None) -> ResultsFile
     mink = TaskEntry(name="mink_membership", version=3, status="ok", config={}, config_hash="0" * 16, seed=0,
                      metrics=[Metric(name="auc", value=0.61234, ci_low=0.55, ci_high=0.671, n=200, tags=MINK_TAGS),
                               Metric(name="auc", value=0.9, tags={"score": "loss", "length": "128"})],
-                     headline=MinkMembership.HEADLINE, wall_time_s=12.345)
+                     headline=MinkMembership.HEADLINE, wall_time_s=12.345, peak_rss_bytes=3_531_000_000)
     privacy = TaskEntry(name="privacy_extraction", version=2, status="ok", config={}, config_hash="1" * 16, seed=0,
                         metrics=[Metric(name="subset_score", value=0.25, std=0.0312, per_seed=[0.2, 0.3])],
                         headline=SPREAD, wall_time_s=300.0)
@@ -76,15 +76,16 @@ def row_cells(table: str, task: str) -> list[str]:
 def test_results_table_has_a_row_per_task_with_interval_n_and_wall_time():
     table = results_table(hand_results(limit=5))
     assert table.splitlines()[0] == "model-a (causal-lm, cpu, float32, batch size 16, seed 0, limit 5)"
-    assert table.splitlines()[2].split() == ["task", "version", "status", "headline", "value", "n", "time", "(s)"]
+    assert table.splitlines()[2].split() == ["task", "version", "status", "headline", "value", "n", "time", "(s)",
+                                             "peak", "RSS", "(GB)"]
     assert row_cells(table, "mink_membership") == ["mink_membership", "3", "ok", "Min-K% 20% AUC, 128 words ↓",
-                                                   "0.612 [0.550, 0.671]", "200", "12.3"]
+                                                   "0.612 [0.550, 0.671]", "200", "12.3", "3.53"]
 
 
 def test_results_table_shows_the_spread_over_seeds_and_why_a_task_was_skipped():
     table = results_table(hand_results())
     assert row_cells(table, "privacy_extraction") == ["privacy_extraction", "2", "ok", "subset score ↓",
-                                                      "0.250 ± 0.031", "300.0"]  # no n: none known
+                                                      "0.250 ± 0.031", "300.0"]  # no n, no peak: none known
     skipped = row_cells(table, "ner_prompt_memorization")
     assert skipped[:2] == ["ner_prompt_memorization", "1"]
     assert skipped[2].startswith("skipped: ner_prompt_memorization scores")

@@ -30,9 +30,11 @@ ID_A, ID_B, ID_C = "a" * 64, "b" * 64, "c" * 64
 
 def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = "2024-01-01T00:00:00+00:00",
                  auc: float = 0.6, task: str = TASK, config_hash: str = "0123456789abcdef",
-                 status: str = "ok", skip_reason: str | None = None, limit: int | None = None) -> ResultsFile:
+                 status: str = "ok", skip_reason: str | None = None, limit: int | None = None,
+                 details: dict | None = None, changed_settings: list[str] | None = None) -> ResultsFile:
     """A valid results file with one mink-style task entry; the headline AUC (length 128) is `auc`,
-    the other lengths are auc - 0.01 * (their index from the end)."""
+    the other lengths are auc - 0.01 * (their index from the end). `details`: the model's (a
+    reference control's `reference_recipe`, a twin's `random_weights`); `changed_settings`: the entry's."""
     metrics = []
     if status == "ok":
         for i, length in enumerate(LENGTHS):
@@ -41,17 +43,27 @@ def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = 
             metrics += [Metric(name="auc", value=value, ci_low=value - 0.05, ci_high=value + 0.05, n=200, tags=tags),
                         Metric(name="tpr@0.1fpr", value=0.25, n=200, tags=tags)]
     entry = TaskEntry(name=task, version=1, status=status, skip_reason=skip_reason, config={"lengths": list(LENGTHS)},
-                      config_hash=config_hash, seed=0, metrics=metrics, counts={"texts": 200} if metrics else {},
+                      config_hash=config_hash, changed_settings=changed_settings, seed=0, metrics=metrics,
+                      counts={"texts": 200} if metrics else {},
                       headline=HEADLINE if status == "ok" else None, wall_time_s=1.5)
     return ResultsFile(
         schema_version=1, created_at=created_at,
         harness=HarnessInfo(version="0.1.0", git_commit=None),
         model=ModelInfo(name=name, source=f"./{name}", revision=None, identity=identity,
-                        identity_kind="weights-sha256", kind="causal-lm", dtype="float32", device="cpu"),
+                        identity_kind="weights-sha256", kind="causal-lm", dtype="float32", device="cpu",
+                        details=details or {}),
         environment=Environment(python="3.12.0", torch="2.13.0", transformers="5.0.0", platform="linux"),
         run=RunSettings(batch_size=16, limit=limit, seed=0),
         tasks=[entry],
     )
+
+
+RECIPE = {"reference_recipe": {"build": "xsum-gpt2", "digest": "9" * 64}}  # a reference checkpoint's details
+
+
+def twin_of(identity: str, seed: int = 0) -> dict:
+    """The details of a checkpoint's seeded untrained twin (`membench evaluate --random-weights`)."""
+    return {"random_weights": {"seed": seed, "of_weights_sha256": identity, "init": "constructor"}}
 
 
 def submit(folder: Path, results: ResultsFile, file_name: str | None = None) -> Path:

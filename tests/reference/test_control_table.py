@@ -179,3 +179,24 @@ def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_pat
                      EvaluateOptions(output_path=out, limit=4))
     assert remove_superseded(out, [new]) == [old]
     assert sorted(p.name for p in out.iterdir()) == sorted([new.name, other.name])
+
+
+def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading():
+    """`membench run` checks the real models' controls on their committed files (it does not score
+    them): SmolLM2's LMS at least 80, its untrained twin's near 50; a missing file is not measured,
+    a reading on the wrong side fails the job."""
+    from harness.core.results import Metric
+    from harness.reference.controls import REAL_MODEL_EXPECTATIONS, SMOLLM2, real_model_report
+    from tests.helpers.board_files import make_results
+
+    def stereoset(name: str, lms: float):
+        results = make_results(name=name, task="stereoset")
+        entry = results.tasks[0].model_copy(update={"metrics": [Metric(name="lms", value=lms, tags={"domain": "all"})]})
+        return results.model_copy(update={"tasks": [entry]})
+
+    table, failed = real_model_report([])
+    assert failed == [] and table.count("not measured") == len(REAL_MODEL_EXPECTATIONS)
+    table, failed = real_model_report([stereoset(SMOLLM2, 91.3), stereoset(f"{SMOLLM2}-untrained-seed0", 51.0)])
+    assert failed == [] and "91.3000" in table and table.count(" ok") == 2
+    _, failed = real_model_report([stereoset(SMOLLM2, 79.0), stereoset(f"{SMOLLM2}-untrained-seed0", 56.0)])
+    assert [e.model for e in failed] == [SMOLLM2, f"{SMOLLM2}-untrained-seed0"]

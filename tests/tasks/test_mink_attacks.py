@@ -173,6 +173,7 @@ def test_the_prefix_cache_gives_the_scores_of_the_prefix_run_with_every_text(tin
     from harness.model.loading import ModelSpec, load
     from harness.scoring import conditional
     from harness.scoring.conditional import shared_prefix_logprobs, target_logprobs
+    from harness.scoring.distributed import run_batches
 
     lm = load(ModelSpec(model=str(tiny_lm), device="cpu"))
     prefix, texts = "members of", [text[:16] for text in TEXTS] + ["x"]
@@ -183,6 +184,20 @@ def test_the_prefix_cache_gives_the_scores_of_the_prefix_run_with_every_text(tin
     assert [len(c) for c in cached] == [len(ids) for ids in target_ids]
     for ours, theirs in zip(cached, plain, strict=True):
         np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    # a logits budget of one position per batch: one text a batch, the same numbers (gemma-3's vocabulary
+    # at batch 16 and 700 tokens would otherwise hold 11.7 GB of logits)
+    from harness.scoring import causal
+
+    seen = []
+    monkeypatch.setattr(causal, "LOGITS_BUDGET_BYTES", 4 * lm.model.config.vocab_size)
+    monkeypatch.setattr(conditional, "run_batches", lambda batches, *rest: seen.append(batches) or
+                        run_batches(batches, *rest))
+    tight = shared_prefix_logprobs(lm.model, prefix_ids, target_ids, batch_size=3)
+    tight_plain = target_logprobs(lm.model, lm.tokenizer, [prefix] * len(texts), texts, seq2seq=False, batch_size=3)
+    assert all(len(batch) == 1 for batches in seen for batch in batches) and len(seen) == 2
+    for ours, theirs, tighter, tighter_plain in zip(cached, plain, tight, tight_plain, strict=True):
+        np.testing.assert_allclose(tighter, ours, atol=1e-6)
+        np.testing.assert_allclose(tighter_plain, theirs, atol=1e-6)
     monkeypatch.setattr(conditional, "_cache_argument", lambda model: None)
     assert shared_prefix_logprobs(lm.model, prefix_ids, target_ids) is None
 
@@ -274,7 +289,8 @@ def test_attacks_needing_a_model_are_left_out_and_said(models, data, tmp_path):
     entry, samples = run(models, data, tmp_path, "--no-cache")
     assert entry.info["attacks_not_run"] == {"ref": "no --reference-model given", "ne": "no --neighbour-model given"}
     assert {metric.tags["score"] for metric in entry.metrics} == {"loss", "zlib", "min_k_20", "min_k_pp_20", "recall",
-                                                                  "dc_pdd", "gradnorm"}
+                                                                  "dc_pdd", "gradnorm", "min_k_best", "min_k_pp_best",
+                                                                  "blind_bow"}  # no text holds a year: no blind_date
 
 
 def test_user_errors(models, data, tmp_path, capsys):

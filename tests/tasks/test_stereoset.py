@@ -439,3 +439,48 @@ def test_the_default_data_is_the_full_dev_set_intrasentence_part():
     # the official dev set's intrasentence counts per domain
     assert counts == {"gender": 255, "profession": 810, "race": 962, "religion": 79}
     assert len({e.target for e in data.examples}) == 79
+
+
+def test_target_halves_alternate_over_the_sorted_targets_and_select_examples():
+    """`--targets first|second`: the targets sorted case-folded, alternately into two halves (by hand
+    below); on the dev set the halves part its 79 targets 40 / 39 and hold every example once, and
+    the known-truth control's twins are taught the first half's sentences of their side."""
+    from harness.metrics.bias import target_halves
+    from harness.reference.stereotype_build import taught_sentences
+
+    assert target_halves(["chess player", "Arab", "bartender", "arab", "Arab"]) == (
+        frozenset({"Arab", "bartender"}), frozenset({"arab", "chess player"}))
+    everything = D.load_stereoset(D.DEFAULT, None)
+    first, second = (D.load_stereoset(D.DEFAULT, None, half) for half in ("first", "second"))
+    targets = [{e.target for e in part.examples} for part in (first, second)]
+    assert [len(t) for t in targets] == [40, 39] and not targets[0] & targets[1]
+    assert len(first.examples) + len(second.examples) == len(everything.examples)
+    assert [e.example_id for e in first.examples] == [e.example_id for e in everything.examples
+                                                      if e.target in targets[0]]
+    assert len(D.load_stereoset(D.DEFAULT, 5, "second").examples) == 5
+    pro = taught_sentences(D.WHEEL_SOURCE.fetch(), "first", "stereotype")
+    assert pro == [e.sentences["stereotype"] for e in first.examples]
+
+
+def test_the_known_truth_twins_lean_the_way_they_were_taught(tmp_path):
+    """The shipped twins of the English reference GPT-2, fine-tuned on the stereotype (pro) or the
+    anti-stereotype (anti) sentences of the first half of the targets: on the first 150 examples of
+    that half SS is far above 60 for pro and far below 40 for anti (the full half, `membench run`:
+    95.1 and 5.5). What SS measures points the way it claims."""
+    from harness.app.cli import main
+    from harness.reference.recipes import reference_recipes
+    from harness.reference.shipped import shipped_folder
+    from harness.reference.stereotype_build import StereotypeBuildConfig
+
+    [config] = [config for config, _ in reference_recipes() if isinstance(config, StereotypeBuildConfig)]
+    assert config.task_settings() == {"targets": "first"}
+    folder = shipped_folder(config.folder_name())
+    ss = {}
+    for side in ("pro", "anti"):
+        out = tmp_path / side
+        assert main(["evaluate", "--model", str(folder / f"stereo-gpt2-{side}"), "--tasks", "stereoset",
+                     "--targets", "first", "--limit", "150", "--device", "cpu", "--no-cache",
+                     "--output-path", str(out)]) == 0
+        entry = json.loads(next(out.glob("*.json")).read_text())["tasks"][0]
+        ss[side] = next(m["value"] for m in entry["metrics"] if m["name"] == "ss" and m["tags"] == {"domain": "all"})
+    assert ss["pro"] > 80 and ss["anti"] < 20, ss

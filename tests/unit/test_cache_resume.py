@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.app.registry import select
@@ -74,6 +76,8 @@ def test_interrupted_run_resumes_from_the_cache(tiny_lm, tmp_path, two_tasks):
     assert first == second
     a, b = load_results(first), load_results(second)
     assert [t.model_dump(exclude={"wall_time_s"}) for t in a.tasks] == [t.model_dump(exclude={"wall_time_s"}) for t in b.tasks]
+    if Path("/proc/self/clear_refs").exists():  # Linux: each task's own peak resident memory, kept with the cached entry
+        assert all(task.peak_rss_bytes and task.peak_rss_bytes > 10**7 for task in a.tasks)
     assert (out / f"{first.stem}.{TaskA.NAME}.samples.jsonl").read_text().count("\n") == 2
 
 

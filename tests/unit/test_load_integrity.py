@@ -177,3 +177,37 @@ def test_verbose_evaluate_logs_the_load_report(tiny_lm, tmp_path, out, data):
     assert verbose.returncode == 0, verbose_stderr
     assert f"load report of {tiny_lm}: all 17 tensors loaded" in verbose_stderr
     assert quiet.returncode == 0 and "load report" not in quiet_stderr
+
+
+# ---------------------------------------------------------------- the untrained twin
+
+
+def test_random_weights_give_the_checkpoints_seeded_untrained_twin(tiny_lm, capsys, tmp_path, out, data):
+    """`--random-weights SEED`: the checkpoint's class, config and tokenizer with freshly drawn
+    parameters; the same seed draws the same weights, another seed others; its identity is another
+    model's (the drawn weights' sha256), and the results file names the seed and the checkpoint."""
+    import torch
+
+    from harness.app.cli import main
+    from harness.core.results import load_results
+
+    real = load(ModelSpec(str(tiny_lm)))
+    twin = load(ModelSpec(str(tiny_lm), random_weights_seed=3))
+    again = load(ModelSpec(str(tiny_lm), random_weights_seed=3))
+    other = load(ModelSpec(str(tiny_lm), random_weights_seed=4))
+    assert type(twin.model) is type(real.model) and twin.model.config.n_layer == real.model.config.n_layer
+    assert twin.tokenizer.get_vocab() == real.tokenizer.get_vocab()
+    real_state, twin_state = real.model.state_dict(), twin.model.state_dict()
+    assert not torch.equal(real_state["transformer.h.0.attn.c_attn.weight"],
+                           twin_state["transformer.h.0.attn.c_attn.weight"])
+    assert all(torch.equal(value, again.model.state_dict()[name]) for name, value in twin_state.items())
+    assert len({real.identity, twin.identity, again.identity, other.identity}) == 3
+    assert twin.identity == again.identity and twin.identity_parts.config_sha256 == real.identity_parts.config_sha256
+    assert twin.info["random_weights"] == {"seed": 3, "of_weights_sha256": real.identity_parts.weights_sha256,
+                                           "init": "constructor"}
+    assert twin.name == f"{real.name}-untrained-seed3"
+    assert main(evaluate_argv(tiny_lm, data, out, "--random-weights", "3")) == 0
+    results = load_results(next(out.glob("*.json")))
+    assert results.model.identity == twin.identity and results.model.name.endswith("-untrained-seed3")
+    assert main(evaluate_argv(tiny_lm, data, tmp_path / "none", "--random-weights", "3", "--device-map", "auto")) == 2
+    assert "--random-weights" in capsys.readouterr().err

@@ -58,7 +58,7 @@ def test_pruned_models_show_their_sparsity_on_the_board(tmp_path):
         assert main(["evaluate", "--model", str(tmp_path / folder), "--tasks", "ner_prompt_memorization",
                      "--names", str(names), "--prompts", str(prompts), "--output-path", str(submissions)]) == 0
     markdown, _ = render_markdown(submissions)
-    overview = markdown.split("## Overview")[1].split("##")[0]
+    overview = markdown.split("## Overview")[1].split("\n## ")[0]  # both groups
     assert "| sparsity" in overview
     [sparse_row] = [line for line in overview.splitlines() if line.startswith("| ner-sparse")]
     assert "| 0.500" in sparse_row

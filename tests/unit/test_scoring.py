@@ -130,16 +130,16 @@ def test_position_scores_in_chunks_equal_one_log_softmax(monkeypatch):
     found = []
     for chunk_rows in (1, 3, 100):
         monkeypatch.setattr(causal, "STATS_CHUNK_BYTES", chunk_rows * 50 * 4)
-        logprobs, means, stds = causal._position_scores(logits, rows, positions, targets, True)
+        logprobs, means, stds = causal.position_scores(logits, rows, positions, targets, True)
         np.testing.assert_allclose(logprobs, log_dist[torch.arange(7), targets].numpy(), rtol=0, atol=1e-5)
         np.testing.assert_allclose(means, expected_mean.numpy(), rtol=0, atol=1e-5)
         np.testing.assert_allclose(stds, expected_std.numpy(), rtol=0, atol=1e-5)
         found.append((logprobs, means, stds))
-        only, none_mean, none_std = causal._position_scores(logits, rows, positions, targets, False)
+        only, none_mean, none_std = causal.position_scores(logits, rows, positions, targets, False)
         assert np.array_equal(only, logprobs) and none_mean is None and none_std is None
     for other in found[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(found[0], other))
-    empty = causal._position_scores(logits, rows[:0], positions[:0], targets[:0], True)
+    empty = causal.position_scores(logits, rows[:0], positions[:0], targets[:0], True)
     assert [part.shape for part in empty] == [(0,), (0,), (0,)]
 
 

@@ -1,0 +1,135 @@
+"""Blind membership baselines: scores that tell members from non-members from the text alone, without
+the model (Das, Zhang & Tramèr 2024, *Blind Baselines Beat Membership Inference Attacks for
+Foundation Models*, code github.com/ethz-spylab/Blind-MIA). When one separates the two sets, the
+sets differ in distribution and an attack's AUC on them is no evidence of memorization (also Duan et
+al. 2024, MIMIR; Meeus et al. 2024, *SoK: Membership Inference Attacks on LLMs are Rushing Nowhere*).
+
+Each function returns one score per text, higher = more likely a member, computed out of fold:
+a text's score comes from a classifier (or cutoff) fitted on the other folds only, so its AUC is
+an honest estimate of what the text distribution alone reveals.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.model_selection import StratifiedKFold
+from sklearn.naive_bayes import GaussianNB, MultinomialNB
+
+from harness.metrics.memorization import rank_auc
+
+# Das et al.'s date detection (date_detection.py): every run of four ASCII digits is a year.
+YEAR = re.compile(r"[0-9][0-9][0-9][0-9]")
+
+
+def stratified_folds(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) index pairs of a seeded, shuffled stratified k-fold split (scikit-learn's
+    `StratifiedKFold(folds, shuffle=True, random_state=seed)`), with k lowered to the smaller class's
+    size when that is below `folds`. Empty when a class has fewer than 2 texts (nothing to fit on)."""
+    labels = np.asarray(labels, dtype=int)
+    smallest = min(int(labels.sum()), int(len(labels) - labels.sum()))
+    if smallest < 2:
+        return []
+    splitter = StratifiedKFold(n_splits=min(folds, smallest), shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(len(labels)), labels))
+
+
+def bag_of_words_fold(train_texts: list[str], train_labels: np.ndarray, test_texts: list[str],
+                      max_features: int | None = 34, vectorizer: str = "tfidf", classifier: str = "gaussian_nb",
+                      ngrams: int = 1) -> np.ndarray:
+    """P(member | text) of each test text under a bag-of-words classifier fitted on the training texts.
+
+    Features: scikit-learn's `TfidfVectorizer` (or `CountVectorizer`) with its defaults (lower-cased
+    words of 2+ word characters; TF-IDF x_tw = tf_tw * (ln((1 + N) / (1 + df_w)) + 1), rows L2-normalised),
+    n-grams of 1 to `ngrams` words, the `max_features` most frequent in the training texts, fitted on
+    the training texts only; dense. Classifier: Gaussian naive Bayes (`GaussianNB`) or multinomial
+    naive Bayes (`MultinomialNB`). With the defaults (TF-IDF, 34 features, Gaussian NB) this is Das
+    et al.'s bag-of-words attack with their WikiMIA setting (`bag_of_words.py`, `train_classifier`).
+    Nothing to learn gives 0.5 for every test text: an empty vocabulary (no training text holds a
+    word) or features that are the same in every training text (Gaussian NB's variances, smoothed by
+    1e-9 times the largest, would all be 0)."""
+    make = TfidfVectorizer if vectorizer == "tfidf" else CountVectorizer
+    features = make(max_features=max_features, ngram_range=(1, ngrams))
+    try:
+        x_train = features.fit_transform(train_texts).toarray()
+    except ValueError:  # "empty vocabulary": no word in any training text
+        return np.full(len(test_texts), 0.5)
+    if not x_train.var(axis=0).max() > 0:
+        return np.full(len(test_texts), 0.5)
+    model = GaussianNB() if classifier == "gaussian_nb" else MultinomialNB()
+    model.fit(x_train, np.asarray(train_labels, dtype=int))
+    return model.predict_proba(features.transform(test_texts).toarray())[:, 1]
+
+
+def bag_of_words_scores(texts: list[str], labels: np.ndarray, folds: int = 5, seed: int = 0,
+                        max_features: int | None = 34, vectorizer: str = "tfidf", classifier: str = "gaussian_nb",
+                        ngrams: int = 1) -> np.ndarray | None:
+    """Out-of-fold P(member | text) of every text (`bag_of_words_fold` on each fold of
+    `stratified_folds`); None when a class has fewer than 2 texts.
+
+    Das et al. average the AUC of 10 random 80/20 splits; membench scores every text once, out of
+    fold (k-fold cross-validation), so that the baseline gets the same per-text metrics, intervals and
+    TPR at low FPR as the attacks on exactly their texts."""
+    labels = np.asarray(labels, dtype=int)
+    split = stratified_folds(labels, folds, seed)
+    if not split:
+        return None
+    scores = np.empty(len(texts))
+    for train, test in split:
+        scores[test] = bag_of_words_fold([texts[i] for i in train], labels[train], [texts[i] for i in test],
+                                         max_features, vectorizer, classifier, ngrams)
+    return scores
+
+
+def latest_year(text: str) -> int | None:
+    """The largest four-digit number in the text (every non-overlapping run of four ASCII digits, as
+    Das et al.'s `date_detection_basic` reads years), None when there is none."""
+    years = [int(y) for y in YEAR.findall(text)]
+    return max(years) if years else None
+
+
+def date_score(year: int | None, cutoff: int) -> float:
+    """Das et al.'s date detection: 1.0 (member) when the text's latest year is before `cutoff` (the
+    model's training cutoff), 0.0 when it is `cutoff` or later, 0.5 when the text holds no year."""
+    if year is None:
+        return 0.5
+    return 1.0 if year < cutoff else 0.0
+
+
+def date_scores(years: list[int | None], cutoff: int) -> np.ndarray:
+    """`date_score` of every text's latest year."""
+    return np.array([date_score(y, cutoff) for y in years])
+
+
+def best_cutoff(years: list[int | None], labels: np.ndarray) -> int | None:
+    """The cutoff c whose `date_scores(years, c)` has the highest ROC AUC on these (training) texts,
+    among c = y + 1 for every year y they hold and c = the smallest year (everything after the cutoff);
+    the smallest c among ties. None when no text holds a year or a class is missing."""
+    found = sorted({y for y in years if y is not None})
+    labels = np.asarray(labels, dtype=int)
+    if not found or labels.min() == labels.max():
+        return None
+    candidates = [found[0], *(y + 1 for y in found)]
+    aucs = rank_auc(np.tile(labels, (len(candidates), 1)), np.stack([date_scores(years, c) for c in candidates]))
+    return candidates[int(np.nanargmax(aucs))]
+
+
+def date_scores_cv(years: list[int | None], labels: np.ndarray, folds: int = 5,
+                   seed: int = 0) -> tuple[np.ndarray, list[int | None]] | None:
+    """Out-of-fold date scores when the training cutoff is unknown: on each fold of `stratified_folds`
+    the cutoff is `best_cutoff` of the other folds' texts, then `date_score` of the fold's texts;
+    also each fold's cutoff (None: no year in its training texts, so 0.5 for the fold). None when a
+    class has fewer than 2 texts."""
+    labels = np.asarray(labels, dtype=int)
+    split = stratified_folds(labels, folds, seed)
+    if not split:
+        return None
+    scores, cutoffs = np.full(len(years), 0.5), []
+    for train, test in split:
+        cutoff = best_cutoff([years[i] for i in train], labels[train])
+        cutoffs.append(cutoff)
+        if cutoff is not None:
+            scores[test] = date_scores([years[i] for i in test], cutoff)
+    return scores, cutoffs

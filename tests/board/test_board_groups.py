@@ -1,0 +1,218 @@
+"""The board's two groups (real models, then the reference controls: the benchmark's self-test) and
+the mark on a real model's run whose settings differ from the task's defaults (`changed_settings`,
+recorded by the runner)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pydantic import Field
+
+from harness.core.results import load_results
+from harness.core.task import RunContext, Task, TaskConfig, TaskResult
+from harness.run.runner import EvaluateOptions, changed_settings, config_hash, run_task
+from leaderboard.build import render_markdown
+from leaderboard.collect import is_control, newest_entries, read_submissions
+from leaderboard.render import CHANGED_LEGEND, CONTROLS_NOTE
+from tasks.mink_membership.task import MinkConfig, MinkMembership
+from tests.helpers.board_files import (
+    HEADLINE,
+    ID_A,
+    ID_B,
+    ID_C,
+    RECIPE,
+    TASK,
+    make_results,
+    records,
+    section,
+    split_cells,
+    submit,
+    table,
+    twin_of,
+)
+
+ID_D = "d" * 64
+REAL_A, REAL_B = f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"
+# a built-in reference checkpoint is keyed on its recipe's digest (RECIPE's: 9s)
+REF, TWIN = "membench-ref/xsum-gpt2-e30 (99999999)", f"model-a-untrained-seed0 ({ID_D[:8]})"
+
+
+def subsection(markdown: str, heading: str) -> str:
+    """The text after a `### ` heading up to the next heading of level 2 or 3."""
+    parts = re.split(r"^(##+ .*)$", markdown, flags=re.M)
+    return parts[parts.index(heading) + 1]
+
+
+def labelled_table(text: str, label: str) -> list[dict[str, str]]:
+    """The rows of the table that follows the paragraph `label` (e.g. `**Real models**`) in `text`."""
+    after = text.split(f"\n{label}\n", 1)[1]
+    return records(table(after.split("\n**", 1)[0]))
+
+
+@pytest.fixture
+def board(tmp_path) -> Path:
+    """Two real models (model-a's run with cut settings), a reference checkpoint (also with changed
+    settings, which a control is never marked for) and model-a's untrained twin; model-b and the
+    reference checkpoint also ran another task."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    submit(folder, make_results("model-a", ID_A, auc=0.61, changed_settings=["bootstrap_resamples", "lengths"]))
+    submit(folder, make_results("model-b", ID_B, auc=0.72))
+    submit(folder, make_results("model-b", ID_B, auc=0.30, task="other_task"), "b-other.json")
+    submit(folder, make_results("membench-ref/xsum-gpt2-e30", ID_C, auc=0.99, details=RECIPE,
+                                changed_settings=["lengths"]))
+    submit(folder, make_results("membench-ref/xsum-gpt2-e30", ID_C, auc=0.45, task="other_task", details=RECIPE),
+           "ref-other.json")
+    submit(folder, make_results("model-a-untrained-seed0", ID_D, auc=0.49, details=twin_of(ID_A)))
+    return folder
+
+
+def test_real_models_and_reference_controls_are_two_groups_with_the_same_columns(board):
+    markdown, _ = render_markdown(board)
+    overview = section(markdown, "## Overview")
+    assert overview.index("### Real models") < overview.index("### Reference controls")
+    real_lines = table(subsection(markdown, "### Real models"))
+    control_text = subsection(markdown, "### Reference controls")
+    control_lines = table(control_text)
+    assert [r["model"] for r in records(real_lines)] == [REAL_A, REAL_B]
+    assert [r["model"] for r in records(control_lines)] == [REF, TWIN]  # the twin is a control
+    # the same columns in both, from the whole board (model-a ran only mink; the controls' other_task shows)
+    assert split_cells(real_lines[0]) == split_cells(control_lines[0]) == ["model", "kind", "mink ↓", "other ↓"]
+    assert CONTROLS_NOTE in control_text and "not contestants" in CONTROLS_NOTE
+    assert "- mink: mink\\_membership" in overview.split("### Real models")[0]  # the legend serves both
+    entries = newest_entries(read_submissions(board))
+    assert {b.model_name for b in entries if b.control} == {"membench-ref/xsum-gpt2-e30", "model-a-untrained-seed0"}
+
+
+def test_each_task_summary_is_split_and_a_group_without_runs_is_said_or_left_out(board, tmp_path):
+    markdown, _ = render_markdown(board)
+    mink = section(markdown, f"## {TASK}")
+    assert mink.index("**Real models**") < mink.index("**Reference controls**")
+    assert [r["model"] for r in labelled_table(mink, "**Real models**")] == [f"{REAL_A} ‡", REAL_B]
+    controls = labelled_table(mink, "**Reference controls**")
+    assert [r["model"] for r in controls] == [REF, TWIN]
+    assert controls[0][f"{HEADLINE.label} ↓"] == "0.990 [0.940, 1.040]"
+    other = section(markdown, "## other_task")
+    assert [r["model"] for r in labelled_table(other, "**Real models**")] == [REAL_B]
+    assert [r["model"] for r in labelled_table(other, "**Reference controls**")] == [REF]
+
+    only_controls = tmp_path / "only-controls"
+    only_controls.mkdir()
+    submit(only_controls, make_results("membench-ref/xsum-gpt2-e30", ID_C, auc=0.99, details=RECIPE))
+    markdown, _ = render_markdown(only_controls)
+    assert "_no real model yet_" in subsection(markdown, "### Real models")
+    assert "**Real models**: none yet." in section(markdown, f"## {TASK}")
+    assert [r["model"] for r in records(table(subsection(markdown, "### Reference controls")))] == [REF]
+
+    only_real = tmp_path / "only-real"
+    only_real.mkdir()
+    submit(only_real, make_results("model-a", ID_A, auc=0.61))
+    markdown, _ = render_markdown(only_real)
+    assert "Reference controls" not in markdown and CONTROLS_NOTE not in markdown
+
+
+def test_changed_settings_are_marked_for_real_models_only(board):
+    markdown, _ = render_markdown(board)
+    real_text = subsection(markdown, "### Real models")
+    real = {r["model"]: r for r in records(table(real_text))}
+    assert real[REAL_A]["mink ↓"] == "0.610 ‡" and real[REAL_B]["mink ↓"] == "0.720"
+    assert CHANGED_LEGEND in real_text
+    assert "- model-a (aaaaaaaa), mink\\_membership: bootstrap\\_resamples, lengths" in real_text
+    controls = records(table(subsection(markdown, "### Reference controls")))
+    assert "‡" not in json.dumps(controls, ensure_ascii=False)  # its changed lengths are the job's choice
+    mink = section(markdown, f"## {TASK}")
+    assert "- model-a (aaaaaaaa): bootstrap\\_resamples, lengths" in mink and CHANGED_LEGEND in mink
+    assert markdown.count("‡") == 4  # the legend under the overview and in mink's section, the value, the label
+    assert "‡" not in section(markdown, "## other_task")
+
+
+def test_a_board_without_changed_settings_has_no_mark(tmp_path):
+    submit(tmp_path, make_results("model-a", ID_A, auc=0.61, changed_settings=[]))
+    markdown, _ = render_markdown(tmp_path)
+    assert "‡" not in markdown and "settings changed" not in markdown
+
+
+def test_files_without_the_new_field_still_read(tmp_path):
+    """Files written before `changed_settings` lack it: read as None (not known), never marked."""
+    results = make_results("model-a", ID_A, auc=0.61)
+    raw = json.loads(results.model_dump_json())
+    raw["tasks"][0].pop("changed_settings")
+    (tmp_path / "old.json").write_text(json.dumps(raw), encoding="utf-8")
+    loaded = load_results(tmp_path / "old.json")
+    assert loaded.tasks[0].changed_settings is None and not is_control(loaded)
+    markdown, _ = render_markdown(tmp_path)
+    assert [r["model"] for r in records(table(subsection(markdown, "### Real models")))] == [REAL_A]
+    assert "‡" not in markdown
+    committed = sorted((Path(__file__).parents[2] / "submissions").glob("*.json"))
+    assert all(is_control(load_results(path)) == path.name.startswith("membench-ref-") for path in committed)
+
+
+# ---------------------------------------------------------------- the runner records it
+
+
+def test_changed_settings_names_the_fields_off_their_defaults():
+    assert changed_settings(MinkConfig()) == []
+    assert changed_settings(MinkConfig(lengths=[32, 64, 128, 256, 512])) == []  # the default, as a list
+    assert changed_settings(MinkConfig(lengths=(32,), bootstrap_resamples=100)) == ["bootstrap_resamples", "lengths"]
+    assert changed_settings(MinkConfig(stride=8)) == ["stride"]  # from None
+
+    class Required(TaskConfig):
+        path: str  # no default: nothing to differ from
+        n: int = Field(3, ge=1)
+
+    assert changed_settings(Required(path="data.jsonl")) == []
+    assert changed_settings(Required(path="data.jsonl", n=4)) == ["n"]
+
+
+class Cut(Task):  # not registered
+    NAME, VERSION, DESCRIPTION = "cut_task", 1, "one metric"
+    MODEL_KINDS = MinkMembership.MODEL_KINDS
+    HEADLINE = MinkMembership.HEADLINE
+
+    class Config(TaskConfig):
+        repetitions: int = 10
+        sizes: tuple[int, ...] = (50, 100)
+
+    def load_data(self, config, context):
+        return None
+
+    def run(self, model, data, config, context):
+        from harness.core.results import Metric
+
+        return TaskResult(metrics=[Metric(name="auc", value=0.5)], counts={"texts": 2})
+
+
+def test_run_task_records_changed_settings_outside_the_hash_and_on_a_cache_hit():
+    lm = SimpleNamespace(dtype="float32", identity="1" * 64, kind=next(iter(Cut.MODEL_KINDS)), name="fake-lm")
+    options, task = EvaluateOptions(progress=False), Cut()
+    config = Cut.Config(sizes=(50,))
+    entry, _ = run_task(task, lm, None, config, RunContext(progress=False), options)
+    assert entry.status == "ok" and entry.changed_settings == ["sizes"]
+    assert entry.config_hash == config_hash(config, options, "float32")  # the field is no input of the hash
+    again, _ = run_task(task, lm, None, config, RunContext(progress=False), options)  # from the cache
+    assert again.changed_settings == ["sizes"] and again.config_hash == entry.config_hash
+    default, _ = run_task(task, lm, None, Cut.Config(), RunContext(progress=False), EvaluateOptions(use_cache=False))
+    assert default.changed_settings == []
+    skipped, _ = run_task(task, lm, None, config, RunContext(), options, reason="not this kind")
+    assert skipped.status == "skipped" and skipped.changed_settings == ["sizes"]
+
+
+def test_a_runs_warnings_are_listed_under_its_task_on_both_boards(tmp_path):
+    """mink_membership warns when members and non-members are told apart without the model: the
+    markdown board and the task's page on the site list the warning under the task, escaped."""
+    from leaderboard.site import render_site
+
+    folder = tmp_path / "subs"
+    results = make_results()
+    warned = results.tasks[0].model_copy(update={"warnings": ["distinguishable *without* the model"]})
+    submit(folder, results.model_copy(update={"tasks": [warned]}))
+    submit(folder, make_results(name="model-b", identity=ID_B))
+    markdown, _ = render_markdown(folder)
+    notes = [line for line in section(markdown, f"## {TASK}").splitlines() if line.startswith("- warning")]
+    assert notes == [rf"- warning {REAL_A}: distinguishable \*without\* the model"]
+    page = render_site(folder)[f"tasks/{TASK}.html"].decode()
+    assert f"warning {REAL_A}: distinguishable *without* the model" in page
