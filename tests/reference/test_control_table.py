@@ -200,3 +200,21 @@ def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading()
     assert failed == [] and "91.3000" in table and table.count(" ok") == 2
     _, failed = real_model_report([stereoset(SMOLLM2, 79.0), stereoset(f"{SMOLLM2}-untrained-seed0", 56.0)])
     assert [e.model for e in failed] == [SMOLLM2, f"{SMOLLM2}-untrained-seed0"]
+
+
+def test_the_committed_real_models_pass_their_controls_and_strict_validation(capsys):
+    """The real rows in submissions/ (SmolLM2-135M-Instruct and its untrained twin, by `membench
+    evaluate`) pass `membench validate --strict`, and the controls only they give hold on them:
+    LMS 89.3 against the twin's 49.2."""
+    from pathlib import Path
+
+    from harness.app.cli import main
+    from harness.reference.controls import SMOLLM2, real_model_report
+
+    folder = Path(__file__).resolve().parents[2] / "submissions"
+    files = read_submissions(folder)
+    real = [path for path, results in files if results.model.name.startswith(SMOLLM2)]
+    assert len(real) == 2
+    assert main(["validate", "--strict", *map(str, real)]) == 0
+    table, failed = real_model_report([results for _, results in files])
+    assert failed == [] and [line.split()[-1] for line in table.splitlines()[2:4]] == ["ok", "ok"], table
