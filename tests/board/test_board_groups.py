@@ -148,7 +148,10 @@ def test_files_without_the_new_field_still_read(tmp_path):
     assert [r["model"] for r in records(table(subsection(markdown, "### Real models")))] == [REAL_A]
     assert "‡" not in markdown
     committed = sorted((Path(__file__).parents[2] / "submissions").glob("*.json"))
-    assert all(is_control(load_results(path)) == path.name.startswith("membench-ref-") for path in committed)
+    # the committed controls: the reference checkpoints and SmolLM2's untrained twin; the rest are real models
+    assert all(is_control(load_results(path)) == (path.name.startswith("membench-ref-") or "-untrained-seed" in path.name)
+               for path in committed)
+    assert any("-untrained-seed" in path.name for path in committed)
 
 
 # ---------------------------------------------------------------- the runner records it
