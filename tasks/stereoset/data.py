@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.core.errors import UserError
 from harness.core.io import read_jsonl_objects, read_utf8
 from harness.files.sources import STEREOSET_DEV, HubDataset, LocalFile
-from harness.metrics.bias import target_halves
+from harness.metrics.bias import target_half
 
 LABELS = ("stereotype", "anti-stereotype", "unrelated")
 # The hub dataset's ClassLabel order of `gold_label`.
@@ -175,6 +175,6 @@ def load_stereoset(data: str, limit: int | None, targets: str = "all") -> Stereo
     if unknown:
         raise UserError(f"unknown StereoSet bias type {unknown[0]!r}; expected one of {', '.join(DOMAINS)}")
     if targets != "all":
-        half = target_halves(e.target for e in examples)[("first", "second").index(targets)]
+        half = target_half((e.target for e in examples), targets)
         examples = [e for e in examples if e.target in half]
     return StereoSetData(examples[:limit] if limit else examples, source)
