@@ -20,7 +20,7 @@ from harness.core.results import Headline, Metric
 from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics.bias import stereoset_scores
 from tasks.stereoset.data import DEFAULT, DOMAINS, LABELS, StereoSetData, load_stereoset
-from tasks.stereoset.scoring import option_scores, seq2seq_rule, start_token
+from tasks.stereoset.scoring import missing_start_warning, option_scores, seq2seq_rule, start_token
 
 
 class StereoSetConfig(TaskConfig):
@@ -87,5 +87,7 @@ class StereoSet(Task):
                     "scores": dict(zip(LABELS, map(float, row)))} for e, row in zip(data.examples, scores)]
         counts = {"examples": len(data.examples), "options": 3 * len(data.examples),
                   **{f"examples@{d}": sum(e.bias_type == d for e in data.examples) for d in DOMAINS}}
+        warning = missing_start_warning(model.tokenizer, config.causal_context) if model.kind is ModelKind.CAUSAL_LM \
+            else None
         return TaskResult(metrics=domain_metrics(data.examples, scores), counts=counts, samples=samples,
-                          info={"data_source": data.source, **info})
+                          info={"data_source": data.source, **info}, warnings=[warning] if warning else [])

@@ -32,7 +32,13 @@ from harness.reference.wordpiece import train_wordpiece_tokenizer
 from harness.scoring.masked import mask_fill_probs
 from tasks.stereoset import data as D
 from tasks.stereoset.for_lm_eval import doc_item, sentence_requests
-from tasks.stereoset.scoring import masked_lm_queries, option_scores, start_token, word_positions
+from tasks.stereoset.scoring import (
+    masked_lm_queries,
+    missing_start_warning,
+    option_scores,
+    start_token,
+    word_positions,
+)
 from tests.conftest import assert_user_error, save_tiny_causal_lm
 
 FLAT = [
@@ -235,6 +241,15 @@ def test_start_token_is_endoftext_else_bos_else_eos(tiny_lm, tiny_mlm):
     assert start_token(wordpiece, "official") == wordpiece.convert_tokens_to_ids("[SEP]")
     wordpiece.bos_token = "[CLS]"
     assert start_token(wordpiece, "official") == start_token(wordpiece, "bos") == wordpiece.convert_tokens_to_ids("[CLS]")
+
+
+def test_the_official_recipe_warns_when_the_tokenizer_starts_texts_with_bos(tiny_lm, tiny_mlm):
+    gpt = load(ModelSpec(model=str(tiny_lm))).tokenizer  # GPT-2: texts start bare, as the official code assumes
+    assert missing_start_warning(gpt, "official") is None
+    wordpiece = load(ModelSpec(model=str(tiny_mlm))).tokenizer
+    wordpiece.bos_token = "[CLS]"  # added before every text, as Gemma's <bos>
+    assert "starts every text with [CLS]" in missing_start_warning(wordpiece, "official")
+    assert missing_start_warning(wordpiece, "bos") is None
 
 
 def test_lm_eval_requests_add_up_to_the_official_score(tiny_lm):
