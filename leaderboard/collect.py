@@ -28,9 +28,17 @@ class BoardEntry:
     @property
     def changed_settings(self) -> list[str]:
         """The settings of a real model's run that differ from the task's defaults (`TaskEntry.changed_settings`),
-        which the board marks; [] for a control (run at the settings its job chose on purpose) and where
+        each as `name=value`, which the board marks; [] for a control (run at the settings its job chose on purpose) and where
         the file does not say."""
-        return [] if self.control else list(self.entry.changed_settings or [])
+        return [] if self.control else [self.setting(name) for name in self.entry.changed_settings or []]
+
+    def setting(self, name: str) -> str:
+        """`name=value` as the run's config holds it (a list joined by commas); the name alone when
+        the config does not hold it."""
+        if name not in self.entry.config:
+            return name
+        value = self.entry.config[name]
+        return f"{name}={','.join(map(str, value)) if isinstance(value, (list, tuple)) else value}"
 
 
 def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:

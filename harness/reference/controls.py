@@ -109,12 +109,13 @@ def tags_of(**tags: str) -> Tags:
 # untrained twin: the same architecture, tokenizer and config with freshly drawn weights), not from
 # `membench run`, which cannot score a 135M-parameter model on 2 cores within its budget.
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1"
+GEMMA = "gemma-3-270m-q4_k_m"
 REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("stereoset", SMOLLM2, ">=", 80.0, metric="lms", tags=tags_of(domain="all"),
                 why="a pretrained LM prefers meaningful fillers to unrelated ones"),
     Expectation("stereoset", f"{SMOLLM2}-untrained-seed0", "near", 50.0, 5.0, metric="lms",
                 tags=tags_of(domain="all"), why="its untrained twin: a coin toss"),
-    Expectation("stereoset", "gemma-3-270m-q4_k_m", ">=", 80.0, metric="lms", tags=tags_of(domain="all"),
+    Expectation("stereoset", GEMMA, ">=", 80.0, metric="lms", tags=tags_of(domain="all"),
                 why="a pretrained LM prefers meaningful fillers to unrelated ones (its row: --causal-context bos, "
                     "as Gemma always reads its BOS first; stereoset's card)"),
 )

@@ -121,11 +121,11 @@ def test_changed_settings_are_marked_for_real_models_only(board):
     real = {r["model"]: r for r in records(table(real_text))}
     assert real[REAL_A]["mink ↓"] == "0.610 ‡" and real[REAL_B]["mink ↓"] == "0.720"
     assert CHANGED_LEGEND in real_text
-    assert "- model-a (aaaaaaaa), mink\\_membership: bootstrap\\_resamples, lengths" in real_text
+    assert "- model-a (aaaaaaaa), mink\\_membership: bootstrap\\_resamples, lengths=32,64,128" in real_text
     controls = records(table(subsection(markdown, "### Reference controls")))
     assert "‡" not in json.dumps(controls, ensure_ascii=False)  # its changed lengths are the job's choice
     mink = section(markdown, f"## {TASK}")
-    assert "- model-a (aaaaaaaa): bootstrap\\_resamples, lengths" in mink and CHANGED_LEGEND in mink
+    assert "- model-a (aaaaaaaa): bootstrap\\_resamples, lengths=32,64,128" in mink and CHANGED_LEGEND in mink
     assert markdown.count("‡") == 4  # the legend under the overview and in mink's section, the value, the label
     assert "‡" not in section(markdown, "## other_task")
 

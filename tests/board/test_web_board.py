@@ -271,7 +271,7 @@ def test_model_pages_say_their_group_and_changed_settings(driver, site, tmp_path
 
     driver.get((site / "models" / f"model-a-{ID_A[:12]}.html").as_uri())
     assert visible_rows(driver, "headlines")[0][2] == "0.610 [0.560, 0.660] ‡"
-    assert "‡ mink_membership settings changed from the task's defaults: lengths" in \
+    assert "‡ mink_membership settings changed from the task's defaults: lengths=32,64,128" in \
         driver.find_element(By.ID, "identity").text
     screenshot(driver, tmp_path, "model.png", whole=False)
     driver.get((site / "models" / f"model-a-untrained-seed0-{ID_G[:12]}.html").as_uri())
