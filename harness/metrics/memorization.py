@@ -172,8 +172,10 @@ def bootstrap_auc_interval(labels: np.ndarray, scores: np.ndarray, n_resamples: 
     """Percentile bootstrap interval of the ROC AUC: resample texts with replacement (seeded),
     recompute the AUC of each resample, take the (1-c)/2 and (1+c)/2 quantiles.
     Resamples that contain one class only are dropped; (None, None) when none is left.
-    Scores must be finite (a NaN rank would make every resample's AUC NaN)."""
+    Scores must be finite: with a NaN every resample's AUC is undefined, so (None, None)."""
     labels, scores = np.asarray(labels), np.asarray(scores)
+    if np.isnan(scores).any():  # every resample's rank AUC would be NaN
+        return None, None
     draws = bootstrap_draws(len(labels), n_resamples, seed)
     aucs = np.concatenate([resampled_auc(labels, scores, part) for part in resample_chunks(draws)])
     return percentile_interval(aucs, confidence)

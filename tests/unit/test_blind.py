@@ -108,6 +108,7 @@ def test_resampled_auc_equals_the_rank_auc_of_every_resample_bit_for_bit():
         draws = m.bootstrap_draws(n, 50, trial)
         expected = m.rank_auc(labels[draws], scores[draws])
         assert np.array_equal(m.resampled_auc(labels, scores, draws), expected, equal_nan=True), trial
+    assert m.bootstrap_auc_interval(np.array([1, 0, 1, 0]), np.array([1.0, np.nan, 2, 0]), 50) == (None, None)
 
 
 def test_bootstrap_tpr_intervals():
