@@ -89,6 +89,23 @@ def read_facts(path: Path) -> GgufFacts:
     return GgufFacts(architecture=architecture, quantization=quantization)
 
 
+def dequantizing_config(gguf_file: str) -> dict:
+    """`from_pretrained` arguments that unpack every GGUF tensor into a dense one at load time.
+
+    Newer transformers (GgufConfig) otherwise keep the weights in GGUF blocks where the `kernels`
+    package has a matmul kernel for the device (other numbers than the dense weights every other
+    machine gets), and even where they unpack every weight they leave a GGUF quantizer on the model,
+    which `Trainer` refuses to fine-tune ("purely quantized models": privacy_extraction crashed on
+    SmolLM2). With `dequantize=True` the model is a plain dense one, bit for bit the same weights
+    (checked on SmolLM2-135M-Instruct and gemma-3-270m, 2026-11-26). Older transformers always
+    dequantize and take no such argument ({})."""
+    try:
+        from transformers import GgufConfig
+    except ImportError:
+        return {}
+    return {"quantization_config": GgufConfig(gguf_file=gguf_file, dequantize=True)}
+
+
 def download_gguf(repo: str, gguf_file: str, revision: str | None) -> tuple[Path, str]:
     """(local folder, resolved revision) of `gguf_file` in the hub repo `repo`, downloaded alone;
     a `UserError` when the hub cannot be reached or lacks it."""

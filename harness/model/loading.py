@@ -383,7 +383,7 @@ def _gguf_checkpoint(spec: ModelSpec, folder: Path, name: str, from_hub: bool, r
     details = {"format": "gguf", "gguf_architecture": facts.architecture, "quantization": facts.quantization}
     # the parsed config goes to from_pretrained too: each parse reads every key of the file (seconds
     # for a 49k-token vocabulary)
-    arguments = {"gguf_file": name, "config": parsed}
+    arguments = {"gguf_file": name, "config": parsed, **gguf.dequantizing_config(name)}
     return _Checkpoint(folder, from_hub, revision, config, kind, identity, [name], arguments, details)
 
 

@@ -106,6 +106,22 @@ def test_evaluate_records_the_format_and_quantization(tmp_path, tiny_q8):
     assert model["details"]["format"] == "gguf" and model["details"]["quantization"] == "Q8_0"
 
 
+def test_a_gguf_model_loads_dense_and_can_be_fine_tuned(tmp_path, tiny_q8):
+    """Loaded with every weight unpacked (`gguf.dequantizing_config`): a plain dense model with no GGUF
+    quantizer left on it, which `Trainer` refused as "purely quantized" (privacy_extraction crashed on
+    SmolLM2)."""
+    lm = load(ModelSpec(str(tiny_q8), device="cpu"))
+    assert getattr(lm.model, "hf_quantizer", None) is None and not lm.model.is_quantized
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(tiny_q8), "--tasks", "privacy_extraction", "--limit", "3",
+                 "--max-source-tokens", "8", "--max-target-tokens", "20", "--epochs", "1", "--finetune-seeds", "1",
+                 "--device", "cpu", "--no-cache", "--output-path", str(out)]) == 0
+    [path] = out.glob("*.json")
+    entry = json.loads(path.read_text())["tasks"][0]
+    assert entry["status"] == "ok" and {m["tags"]["epoch"] for m in entry["metrics"]} == {"0", "1"}
+    assert entry["info"]["finetuning"]["steps"] > 0
+
+
 @pytest.mark.parametrize("case", ["not-gguf", "unknown-architecture", "missing-tensor", "other-file"])
 def test_a_gguf_that_cannot_be_scored_is_one_line(capsys, tmp_path, tiny_gguf, case):
     out = tmp_path / "out"
