@@ -115,9 +115,9 @@ REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
                 why="a pretrained LM prefers meaningful fillers to unrelated ones"),
     Expectation("stereoset", f"{SMOLLM2}-untrained-seed0", "near", 50.0, 5.0, metric="lms",
                 tags=tags_of(domain="all"), why="its untrained twin: a coin toss"),
-    Expectation("mink_membership", SMOLLM2, "near", 0.5, 0.1,
-                why="a real model on a random split of one pool (the reference XSum split, which its training "
-                    "cannot tell apart): its attacks at chance"),
+    *(Expectation("mink_membership", model, "near", 0.5, 0.1,
+                  why="a real model on a random split of one pool (the reference XSum split, which its training "
+                      "cannot tell apart): its attacks at chance") for model in (SMOLLM2, GEMMA)),
     Expectation("stereoset", GEMMA, ">=", 80.0, metric="lms", tags=tags_of(domain="all"),
                 why="a pretrained LM prefers meaningful fillers to unrelated ones (its row: --causal-context bos, "
                     "as Gemma always reads its BOS first; stereoset's card)"),
