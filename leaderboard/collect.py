@@ -28,8 +28,8 @@ class BoardEntry:
     @property
     def changed_settings(self) -> list[str]:
         """The settings of a real model's run that differ from the task's defaults (`TaskEntry.changed_settings`),
-        each as `name=value`, which the board marks; [] for a control (run at the settings its job chose on purpose) and where
-        the file does not say."""
+        each as `name=value`, which the board marks; [] for a control (run at the settings its job chose
+        on purpose) and where the file does not say."""
         return [] if self.control else [self.setting(name) for name in self.entry.changed_settings or []]
 
     def setting(self, name: str) -> str:
