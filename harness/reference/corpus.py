@@ -105,11 +105,18 @@ def outside_documents(corpus: str = "xsum") -> list[Document]:
     """The documents of a corpus's source that come right after the corpus (`n_documents` of them),
     as many as it has members: text of the same source that is neither a member nor a non-member
     under any split, for a reference model of the `ref` membership attack (Carlini et al. 2021)."""
-    n = CORPORA[corpus].n_documents
-    rows = CORPORA[corpus].load_source()[n: n + n // 2]
-    if len(rows) < n // 2:
-        raise ValueError(f"the {corpus} source has only {n + len(rows)} documents, {n + n // 2} needed")
+    n, end = CORPORA[corpus].n_documents, outside_end(corpus)
+    rows = CORPORA[corpus].load_source()[n:end]
+    if len(rows) < end - n:
+        raise ValueError(f"the {corpus} source has only {n + len(rows)} documents, {end} needed")
     return [Document(doc_id, text, False) for doc_id, text in rows]
+
+
+def outside_end(corpus: str = "xsum") -> int:
+    """Where `outside_documents` end in the corpus's source: the documents from there on are seen by
+    no reference checkpoint of the corpus."""
+    n = CORPORA[corpus].n_documents
+    return n + n // 2
 
 
 def source_documents(corpus: str = "xsum") -> list[str]:

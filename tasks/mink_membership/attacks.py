@@ -19,7 +19,7 @@ from harness.reference.corpus import corpus_of_data
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import TokenScores, causal_token_logprobs
 from harness.scoring.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
-from tasks.mink_membership.data import ERA, SHIFTED
+from tasks.mink_membership.data import CONTROL_SPLITS
 from tasks.mink_membership.neighbours import cached_neighbours
 
 Key = Hashable
@@ -136,7 +136,7 @@ def dc_pdd_corpus(config, nonmembers: list[str]) -> tuple[list[str], str]:
     if config.dc_pdd_corpus == "nonmembers":
         return nonmembers, f"the data's {len(nonmembers)} non-member texts, whole"
     if config.dc_pdd_corpus == "outside":
-        if config.data in (SHIFTED, ERA):
+        if config.data in CONTROL_SPLITS:
             raise UserError(f"--dc-pdd-corpus outside: only with a reference corpus as --data, not the control "
                             f"{config.data} (its non-members are not the corpus's); use nonmembers or a file")
         corpus = corpus_of_data(config.data)

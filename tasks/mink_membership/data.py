@@ -11,7 +11,7 @@ from harness.core.task import LimitTooSmall
 from harness.files.sources import STEREOSET_DEV, HubDataset, membership_label
 from harness.metrics.blind import latest_year
 from harness.model.loading import looks_like_path
-from harness.reference.corpus import CORPORA, REFERENCE, corpus_of_data, reference_corpus
+from harness.reference.corpus import CORPORA, REFERENCE, corpus_of_data, outside_end, reference_corpus
 
 TEXT_COLUMNS = ("text", "input")
 
@@ -42,6 +42,7 @@ SHIFTED = f"{REFERENCE}:shifted"
 # never seen by any English reference checkpoint; the sets differ in era only, as WikiMIA's do.
 ERA = f"{REFERENCE}:era"
 ERA_FROM_YEAR = 2015
+CONTROL_SPLITS = (SHIFTED, ERA)  # the controls: reference members against non-members that are not the corpus's
 
 
 def rows_to_texts(rows: list[dict], columns: list[str], where: str, text_column: str | None, label_column: str,
@@ -167,8 +168,7 @@ def era_texts(reference_seed: int) -> list[LabeledText]:
     of the news differs (XSum runs from 2010 to 2017), as WikiMIA's members (events before 2017) and
     non-members (after 2023) do. A date baseline tells them apart; a model that learnt nothing cannot."""
     members = [LabeledText(d.doc_id, d.text, 1) for d in reference_corpus(reference_seed, "xsum") if d.member]
-    corpus = CORPORA["xsum"]
-    later = corpus.load_source()[corpus.n_documents + corpus.n_documents // 2:]
+    later = CORPORA["xsum"].load_source()[outside_end("xsum"):]
     others = [LabeledText(doc_id, text, 0) for doc_id, text in later if (latest_year(text) or 0) >= ERA_FROM_YEAR]
     return members + others
 
@@ -177,7 +177,7 @@ def load_membership_data(data: str, split: str, text_column: str | None, label_c
                          reference_seed: int, limit: int | None, subset: str | None = None) -> MembershipData:
     """The labelled texts, checked: non-empty and both classes present. `limit` keeps the first
     ceil(limit/2) members and floor(limit/2) non-members, in file order."""
-    corpus = None if data in (SHIFTED, ERA) else corpus_of_data(data)
+    corpus = None if data in CONTROL_SPLITS else corpus_of_data(data)
     if data == SHIFTED:
         texts = shifted_texts(reference_seed)
         source = (f"shifted control: the members of reference corpus xsum, split seed {reference_seed}, against "
