@@ -81,7 +81,7 @@ def cmd_export_lm_eval(args: argparse.Namespace) -> int:
 
     spec = ModelSpec(model=args.model, revision=args.revision,
                      kind=ModelKind(args.model_kind) if args.model_kind else None,
-                     trust_remote_code=args.trust_remote_code)
+                     trust_remote_code=args.trust_remote_code, gguf_file=args.gguf_file, allow_pickle=args.allow_pickle)
     check_writable_folder(args.folder, f"export folder {args.folder}")
     tasks, facts = export_tasks(spec, discover(), args.tasks, task_overrides(args), args.limit, args.seed)
     write_export(args.folder, tasks, facts)
@@ -89,7 +89,7 @@ def cmd_export_lm_eval(args: argparse.Namespace) -> int:
         for note in task.notes:
             print(f"membench: warning: {task.name}: {note}", file=sys.stderr)
         print(f"{task.name}: {len(task.docs)} documents -> {args.folder / (task.name + '.yaml')}")
-    print(f"run: lm_eval --model hf --model_args pretrained={args.model},dtype=float32 --include_path {args.folder} "
+    print(f"run: lm_eval --model hf --model_args {facts['model']['model_args']},dtype=float32 --include_path {args.folder} "
           f"--tasks {','.join(t.name for t in tasks)} --output_path OUT")
     return 0
 

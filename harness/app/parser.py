@@ -154,15 +154,18 @@ def add_export_lm_eval(commands) -> None:
     ex = commands.add_parser("export-lm-eval", help="write lm-evaluation-harness tasks (YAML + data + utils.py) "
                              "for the tasks lm-eval can express, to run with `lm_eval --include_path DIR`")
     ex.add_argument("folder", type=Path, metavar="DIR", help="folder for the task files (created)")
-    ex.add_argument("--model", required=True, help="the causal LM the tasks are for (local folder or hub id): only "
-                    "its tokenizer is loaded, for token counts and generation budgets")
+    ex.add_argument("--model", required=True, help="the causal LM the tasks are for (local folder, hub id, .gguf file "
+                    "or pretrained:<name>): only its tokenizer is loaded, for token counts and generation budgets")
     ex.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    ex.add_argument("--gguf-file", help="the .gguf file of the model folder or hub repo whose tokenizer to use")
     ex.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
     ex.add_argument("--tasks", help="comma-separated membench task names (default: every exportable task)")
     ex.add_argument("--limit", type=positive_int, help="export at most this many samples per task, as "
                     "`membench evaluate --limit` takes them")
     ex.add_argument("--seed", type=seed_int, default=0)
     ex.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
+    ex.add_argument("--allow-pickle", action="store_true", help="accept a checkpoint whose weights are pickle files "
+                    "(*.bin, *.pt): the export never loads them, lm-eval will")
     add_task_config_flags(ex)
 
 
@@ -171,7 +174,8 @@ def add_import_lm_eval(commands) -> None:
     im = commands.add_parser("import-lm-eval", help="turn an lm-eval results file of exported tasks into a membench "
                              "results file")
     im.add_argument("results_file", type=Path, metavar="RESULTS_JSON", help="lm-eval's results_<time>.json")
-    im.add_argument("--model", help="the evaluated checkpoint, when not where lm-eval's model_args say")
+    im.add_argument("--model", help="the evaluated checkpoint (folder, hub id or .gguf file), when not where "
+                    "lm-eval's model_args say")
     im.add_argument("--model-name", help="display name in the results (default: hub id or folder name)")
     im.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
     im.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")

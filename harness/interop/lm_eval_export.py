@@ -194,16 +194,16 @@ def export_tasks(spec, registry: dict[str, type[Task]], names: str | None, overr
 
     from harness.core.model_types import ModelKind
     from harness.core.task import RunContext
-    from harness.model.kinds import detect_kind
-    from harness.model.loading import context_length, load_tokenizer, read_config, resolve_local_folder
+    from harness.model.loading import context_length, load_tokenizer, locate_checkpoint
     from harness.run.runner import build_config
 
-    folder, _, revision = resolve_local_folder(spec)
-    kind = spec.kind or detect_kind(read_config(folder))
-    if kind is not ModelKind.CAUSAL_LM:
-        raise UserError(f"export-lm-eval writes tasks for causal LMs; {spec.model} is a {kind.value} model")
-    tokenizer = load_tokenizer(folder, spec.trust_remote_code)
-    context = context_length(AutoConfig.from_pretrained(folder, trust_remote_code=spec.trust_remote_code))
+    checkpoint = locate_checkpoint(spec)
+    if checkpoint.kind is not ModelKind.CAUSAL_LM:
+        raise UserError(f"export-lm-eval writes tasks for causal LMs; {spec.model} is a {checkpoint.kind.value} model")
+    tokenizer = load_tokenizer(checkpoint.folder, spec.trust_remote_code, checkpoint.gguf_file)
+    parsed = checkpoint.load_arguments.get("config") or AutoConfig.from_pretrained(
+        checkpoint.folder, trust_remote_code=spec.trust_remote_code)
+    context = context_length(parsed)
     exportable = [t for t in registry.values() if _exportable(t)]
     chosen = select_from(registry, names) if names else exportable
     for task_class in chosen:
@@ -218,8 +218,23 @@ def export_tasks(spec, registry: dict[str, type[Task]], names: str | None, overr
     for task_class in chosen:
         task, config = task_class(), build_config(task_class, overrides)
         exported.append(task.lm_eval_export(task.load_data(config, run_context), config, tokenizer, context))
-    model = {"name": spec.model, "revision": revision or "", "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer)}
+    model = {"name": spec.model, "revision": checkpoint.revision or "",
+             "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+             "model_args": lm_eval_model_args(spec, checkpoint)}
     return exported, {"model": model, "limit": limit, "seed": seed}
+
+
+def lm_eval_model_args(spec, checkpoint) -> str:
+    """lm-eval's `--model_args` for the checkpoint: `pretrained=` the hub id, or the local folder (a
+    `pretrained:<name>` or a `.gguf` path means nothing to lm-eval), `,gguf_file=` the GGUF file's
+    name (lm-eval's HF model reads GGUF through transformers, as membench does), and `,revision=`."""
+    pretrained = spec.model if checkpoint.from_hub else str(checkpoint.folder.resolve())
+    parts = [f"pretrained={pretrained}"]
+    if checkpoint.gguf_file:
+        parts.append(f"gguf_file={checkpoint.gguf_file}")
+    if checkpoint.from_hub and spec.revision:
+        parts.append(f"revision={spec.revision}")
+    return ",".join(parts)
 
 
 def _exportable(task_class) -> bool:

@@ -3,7 +3,8 @@
 Every task of the results file whose config carries `metadata.membench` (written by
 `membench export-lm-eval`) becomes one entry: its membench name, version and config, and each
 exported metric read from `results[<task>]["<key>,none"]`. The model is the `pretrained` of
-lm-eval's `model_args` (a local folder, or a hub id fetched like `membench evaluate` does), its
+lm-eval's `model_args` (a local folder, or a hub id fetched like `membench evaluate` does; with
+its `gguf_file` when lm-eval read a GGUF), its
 identity computed as membench computes it, and its tokenizer must be the one the documents were
 exported with (the per-token means and generation budgets depend on it). A run of lm-eval with
 `--limit` (fewer documents than exported) is refused: its numbers would not be the task's.
@@ -133,16 +134,7 @@ def import_results(path: Path, output_path: Path, registry: dict[str, type[Task]
     display name."""
     from harness.core.model_types import ModelKind
     from harness.interop.lm_eval_export import tokenizer_fingerprint
-    from harness.model.identity import model_identity
-    from harness.model.kinds import detect_kind
-    from harness.model.loading import (
-        ModelSpec,
-        default_name,
-        load_tokenizer,
-        read_config,
-        resolve_local_folder,
-        weight_files,
-    )
+    from harness.model.loading import ModelSpec, default_name, load_tokenizer, locate_checkpoint
     from harness.run.runner import git_commit, results_stem
 
     origin = str(path)
@@ -153,22 +145,23 @@ def import_results(path: Path, output_path: Path, registry: dict[str, type[Task]
     source = model or args.get("pretrained")
     if not source:
         raise UserError(f"{origin}: lm-eval recorded no `pretrained` model; name it with --model")
+    # lm-eval's revision is of its `pretrained`, not of --model; its gguf_file names the file in --model's
+    # folder or repo too (the same weights elsewhere), unless --model is the .gguf file itself
+    model_is_file = bool(model) and Path(model).expanduser().is_file()
     spec = ModelSpec(model=source, revision=None if model else args.get("revision"), allow_pickle=allow_pickle,
-                     trust_remote_code=trust_remote_code)
-    folder, from_hub, revision = resolve_local_folder(spec)
-    checkpoint_config = read_config(folder)
-    kind = detect_kind(checkpoint_config)
+                     trust_remote_code=trust_remote_code, gguf_file=None if model_is_file else args.get("gguf_file"))
+    checkpoint = locate_checkpoint(spec)
+    folder, kind = checkpoint.folder, checkpoint.kind
     if kind is not ModelKind.CAUSAL_LM:
         raise UserError(f"{source} is a {kind.value} model; the exported tasks score causal LMs")
-    fingerprint = tokenizer_fingerprint(load_tokenizer(folder, trust_remote_code))
+    fingerprint = tokenizer_fingerprint(load_tokenizer(folder, trust_remote_code, checkpoint.gguf_file))
     for task_name, meta in tasks.items():
         exported = meta.model.tokenizer_fingerprint
         if exported != fingerprint:
             raise UserError(f"{task_name} was exported with the tokenizer of {meta.model.name} "
                             f"(fingerprint {exported}), but {source}'s tokenizer is {fingerprint}: its token "
                             "counts do not apply; export again with --model " + source)
-    files = weight_files(folder, allow_pickle)
-    identity = model_identity(folder, files, checkpoint_config, kind.value)
+    identity = checkpoint.identity()
     dtype = str(config.get("model_dtype") or args.get("dtype") or "unknown").removeprefix("torch.")
     lm_eval_version = str(raw.get("lm_eval_version") or "unknown")
     results_of = raw["results"]
@@ -181,12 +174,13 @@ def import_results(path: Path, output_path: Path, registry: dict[str, type[Task]
         schema_version=SCHEMA_VERSION,
         created_at=_created_at(raw.get("date")),
         harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
-        model=ModelInfo(name=name or default_name(source, from_hub, folder),
-                        source=source, revision=revision, identity=identity.identity, identity_kind="model-sha256",
+        model=ModelInfo(name=name or default_name(source, checkpoint.from_hub, folder, checkpoint.gguf_file),
+                        source=source, revision=checkpoint.revision, identity=identity.identity,
+                        identity_kind="model-sha256",
                         weights_sha256=identity.weights_sha256, tokenizer_sha256=identity.tokenizer_sha256,
                         config_sha256=identity.config_sha256, kind=kind.value, dtype=dtype, device=str(config.get("device") or "unknown"),
                         details={"evaluated_with": f"lm-evaluation-harness {lm_eval_version}", "model_args": args,
-                                 "weight_files": [p.name for p in files]}),
+                                 "weight_files": checkpoint.weight_names, **checkpoint.details}),
         environment=Environment(python=_version(r"Python version: (\d+\.\d+\.\d+)", env),
                                 torch=_version(r"PyTorch version: (\S+)", env),
                                 transformers=str(raw.get("transformers_version") or "unknown"),

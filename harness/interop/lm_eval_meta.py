@@ -24,6 +24,7 @@ class ExportedModel(BaseModel):
     name: str | None = None
     revision: str | None = None
     tokenizer_fingerprint: str | None = None
+    model_args: str | None = None  # lm-eval's --model_args for it (`lm_eval_export.lm_eval_model_args`)
 
 
 class ExportMeta(BaseModel):

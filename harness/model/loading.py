@@ -332,15 +332,15 @@ def locate_gguf(spec: ModelSpec) -> tuple[Path, str, bool, str | None] | None:
 
 
 @dataclass(frozen=True)
-class _Checkpoint:
-    """Where a checkpoint's parts are and what it is, before its weights are loaded."""
+class Checkpoint:
+    """Where a checkpoint's parts are and what it is, before its weights are loaded: a folder
+    (config.json, weights, tokenizer files) or a GGUF file in `folder` (`gguf_file`)."""
 
     folder: Path
     from_hub: bool
     revision: str | None
     config: dict
     kind: ModelKind
-    identity: ModelIdentity
     weight_names: list[str]
     load_arguments: dict  # for from_pretrained: use_safetensors, or gguf_file
     details: dict  # for the results file
@@ -349,8 +349,26 @@ class _Checkpoint:
     def gguf_file(self) -> str | None:
         return self.load_arguments.get("gguf_file")
 
+    def identity(self) -> ModelIdentity:
+        """The checkpoint's identity: for a folder, the sha256 of its weights, tokenizer and config with
+        the kind (`model_identity`); for a GGUF file, the file's sha256 (weights, tokenizer and config
+        are all in it) with the kind. Reads every weight byte: computed when asked, not on locating."""
+        if self.gguf_file:
+            digest = sha256_file(self.folder / self.gguf_file)
+            return ModelIdentity(weights_sha256=digest, tokenizer_sha256=digest, config_sha256=digest,
+                                 kind=self.kind.value)
+        files = [self.folder / name for name in self.weight_names]
+        return model_identity(self.folder, files, self.config, self.kind.value)
 
-def _folder_checkpoint(spec: ModelSpec) -> _Checkpoint:
+
+def locate_checkpoint(spec: ModelSpec) -> Checkpoint:
+    """The checkpoint `spec` names, GGUF (`locate_gguf`) or folder, its config read and its kind known;
+    what `load`, `membench export-lm-eval` and `import-lm-eval` all start from."""
+    located = locate_gguf(spec)
+    return _gguf_checkpoint(spec, *located) if located else _folder_checkpoint(spec)
+
+
+def _folder_checkpoint(spec: ModelSpec) -> Checkpoint:
     """A checkpoint folder: config.json, safetensors (or allowed pickle) weights, tokenizer files."""
     folder, from_hub, revision = resolve_local_folder(spec)
     config = read_config(folder)
@@ -358,12 +376,12 @@ def _folder_checkpoint(spec: ModelSpec) -> _Checkpoint:
     kind, note = (spec.kind, None) if spec.kind else detect_kind_with_note(config)
     if note:
         warn(f"{spec.model}: {note}")
-    return _Checkpoint(folder, from_hub, revision, config, kind, model_identity(folder, files, config, kind.value),
-                       [p.name for p in files], {"use_safetensors": files[0].suffix == ".safetensors"}, {})
+    return Checkpoint(folder, from_hub, revision, config, kind, [p.name for p in files],
+                      {"use_safetensors": files[0].suffix == ".safetensors"}, {})
 
 
-def _gguf_checkpoint(spec: ModelSpec, folder: Path, name: str, from_hub: bool, revision: str | None) -> _Checkpoint:
-    """A GGUF file (`harness.model.gguf`): config and tokenizer from its metadata, identity its sha256."""
+def _gguf_checkpoint(spec: ModelSpec, folder: Path, name: str, from_hub: bool, revision: str | None) -> Checkpoint:
+    """A GGUF file (`harness.model.gguf`): config and tokenizer from its metadata."""
     from transformers import AutoConfig
 
     path = folder / name
@@ -378,13 +396,11 @@ def _gguf_checkpoint(spec: ModelSpec, folder: Path, name: str, from_hub: bool, r
     if kind is None:
         raise UserError(f"cannot load {spec.model}: transformers reads its GGUF architecture {facts.architecture} as "
                         f"{config.get('model_type')}, of no kind membench scores: pass --model-kind")
-    digest = sha256_file(path)
-    identity = ModelIdentity(weights_sha256=digest, tokenizer_sha256=digest, config_sha256=digest, kind=kind.value)
     details = {"format": "gguf", "gguf_architecture": facts.architecture, "quantization": facts.quantization}
     # the parsed config goes to from_pretrained too: each parse reads every key of the file (seconds
     # for a 49k-token vocabulary)
     arguments = {"gguf_file": name, "config": parsed, **gguf.dequantizing_config(name)}
-    return _Checkpoint(folder, from_hub, revision, config, kind, identity, [name], arguments, details)
+    return Checkpoint(folder, from_hub, revision, config, kind, [name], arguments, details)
 
 
 @contextmanager
@@ -441,8 +457,7 @@ def load(spec: ModelSpec) -> LoadedModel:
     """Load the checkpoint described by `spec` onto its device, in eval mode."""
     from safetensors import SafetensorError
 
-    located = locate_gguf(spec)
-    checkpoint = _gguf_checkpoint(spec, *located) if located else _folder_checkpoint(spec)
+    checkpoint = locate_checkpoint(spec)
     folder, config, kind = checkpoint.folder, checkpoint.config, checkpoint.kind
     device = resolve_device(spec.device)
     torch_dtype = resolve_dtype(spec.dtype, device, config)
@@ -459,7 +474,7 @@ def load(spec: ModelSpec) -> LoadedModel:
         raise UserError(f"cannot load {spec.model} ({', '.join(checkpoint.weight_names)}) as a {kind.value} model: "
                         f"{type(err).__name__}: {first_line(err)}") from None
     check_load_report(model, report, kind, spec.model, checkpoint.gguf_file)
-    identity, twin = checkpoint.identity, {}
+    identity, twin = checkpoint.identity(), {}
     if spec.random_weights_seed is not None:
         model, identity, twin = random_twin(model, identity, spec.random_weights_seed)
     if spec.device_map:

@@ -30,6 +30,25 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def run_lm_eval(root: Path, model_args: str, exported: Path, batch_size: int) -> Path:
+    """Run the installed `lm_eval` (offline, float32, CPU) on the exported tasks; its results file."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(root / "hf"),
+           "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"{model_args},dtype=float32",
+         "--include_path", str(exported), "--tasks", "membench", "--device", "cpu", "--batch_size", str(batch_size),
+         "--output_path", str(root / "lm-eval-out"), "--log_samples"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return next((root / "lm-eval-out").rglob("results_*.json"))
+
+
+def import_results(lm_eval_results: Path, out: Path, *flags: str):
+    """`membench import-lm-eval` of lm-eval's results file into `out`; the results file it wrote."""
+    assert main(["import-lm-eval", str(lm_eval_results), *flags, "--output-path", str(out)]) == 0
+    return load_results(next(out.glob("*.json")))
+
+
 @pytest.fixture(scope="module")
 def runs(quick_reference, tmp_path_factory):
     """(export folder, lm-eval output folder, imported results, membench results folder)."""
@@ -37,17 +56,8 @@ def runs(quick_reference, tmp_path_factory):
     model = str(quick_reference / "xsum-gpt2-e30")
     exported = root / "tasks"
     assert main(["export-lm-eval", str(exported), "--model", model, "--limit", LIMIT, "--lengths", LENGTHS]) == 0
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(root / "hf"),
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model},dtype=float32",
-         "--include_path", str(exported), "--tasks", "membench", "--device", "cpu", "--batch_size", "8",
-         "--output_path", str(root / "lm-eval-out"), "--log_samples"],
-        env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lm_eval_results = next((root / "lm-eval-out").rglob("results_*.json"))
-    assert main(["import-lm-eval", str(lm_eval_results), "--output-path", str(root / "imported")]) == 0
-    imported = load_results(next((root / "imported").glob("*.json")))
+    lm_eval_results = run_lm_eval(root, f"pretrained={model}", exported, batch_size=8)
+    imported = import_results(lm_eval_results, root / "imported")
     native = root / "native"
     assert main(["evaluate", "--model", model, "--tasks", TASKS, "--limit", LIMIT, "--lengths", LENGTHS,
                  "--dtype", "float32", "--no-cache", "--log-samples", "--output-path", str(native)]) == 0
@@ -170,3 +180,55 @@ def test_export_refuses_tasks_lm_eval_cannot_express(quick_reference, tmp_path, 
     out = tmp_path / "tasks"
     assert_user_error(capsys, ["export-lm-eval", str(out), "--model", str(quick_reference / "xsum-gpt2-e30"),
                                "--tasks", "weat"], out, "weat", "exportable: ")
+
+
+def test_a_gguf_checkpoint_goes_through_lm_eval_and_back(tmp_path):
+    """A `.gguf` file: the export names lm-eval's `gguf_file` (lm-eval's HF model reads GGUF through
+    transformers, as membench does), lm-eval runs it, and the import gives the identity, format and
+    quantization `membench evaluate` records, with the same LOSS scores."""
+    import yaml
+
+    from tests.helpers.tiny_gguf import save_tiny_gguf
+
+    model = save_tiny_gguf(tmp_path / "model" / "tiny-llama.Q8_0.gguf", quantize=True)
+    exported = tmp_path / "tasks"
+    settings = ["--tasks", "mink_membership", "--limit", "12", "--lengths", "4"]  # within its 64-token context
+    assert main(["export-lm-eval", str(exported), "--model", str(model), *settings]) == 0
+    membench_meta = yaml.safe_load((exported / "membench_loss_membership.yaml").read_text(encoding="utf-8").replace(
+        "!function", ""))["metadata"]["membench"]
+    model_args = membench_meta["model"]["model_args"]
+    assert model_args == f"pretrained={model.parent.resolve()},gguf_file={model.name}"
+    lm_eval_results = run_lm_eval(tmp_path, model_args, exported, batch_size=4)
+    imported = import_results(lm_eval_results, tmp_path / "imported")
+    native = tmp_path / "native"
+    assert main(["evaluate", "--model", str(model), *settings, "--dtype", "float32", "--no-cache",
+                 "--output-path", str(native)]) == 0
+    mine = native_results(native)
+    assert imported.model.identity == mine.model.identity and imported.model.name == mine.model.name
+    for key in ("format", "quantization", "weight_files"):
+        assert imported.model.details[key] == mine.model.details[key]
+    assert imported.model.details["quantization"] == "Q8_0"
+    for elsewhere in (model, model.parent):  # --model: the file, or a folder holding lm-eval's gguf_file
+        moved = import_results(lm_eval_results, tmp_path / f"imported-{elsewhere.name}", "--model", str(elsewhere))
+        assert moved.model.identity == mine.model.identity
+    ours = {(m.name, tuple(sorted(m.tags.items()))): m.value for m in mine.task("mink_membership").metrics}
+    loss = imported.task("loss_membership").metrics
+    assert loss and all(m.value == pytest.approx(ours[(m.name, tuple(sorted(m.tags.items())))], abs=1e-4)
+                        for m in loss)
+
+
+def test_export_takes_a_pickle_checkpoint_only_when_allowed(quick_reference, tmp_path, capsys):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    source = quick_reference / "xsum-gpt2-e30"
+    pickled = tmp_path / "pickled"
+    shutil.copytree(source, pickled, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch.save(load_file(source / "model.safetensors"), pickled / "pytorch_model.bin")
+    out = tmp_path / "tasks"
+    flags = ["export-lm-eval", str(out), "--model", str(pickled), "--tasks", "mink_membership", "--limit", "4",
+             "--lengths", LENGTHS]
+    assert_user_error(capsys, flags, out, "pickle", "--allow-pickle")
+    assert main([*flags, "--allow-pickle"]) == 0 and (out / "membench_loss_membership.yaml").is_file()
