@@ -89,8 +89,8 @@ def cmd_export_lm_eval(args: argparse.Namespace) -> int:
         for note in task.notes:
             print(f"membench: warning: {task.name}: {note}", file=sys.stderr)
         print(f"{task.name}: {len(task.docs)} documents -> {args.folder / (task.name + '.yaml')}")
-    print(f"run: lm_eval --model hf --model_args {facts['model']['model_args']},dtype=float32 --include_path {args.folder} "
-          f"--tasks {','.join(t.name for t in tasks)} --output_path OUT")
+    print(f"run: lm_eval --model hf --model_args {facts['model']['model_args']},dtype=float32 "
+          f"--include_path {args.folder} --tasks {','.join(t.name for t in tasks)} --output_path OUT")
     return 0
 
 
