@@ -44,9 +44,10 @@ SITE_NOTE = ("Every metric of every task, the agreement between models and a pag
 def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
     """The board's markdown and its plots (file name -> PNG bytes); a pure function of the files.
 
-    Compact by design: the overview (a row per model, a short column per task with a legend) and a
-    summary table per task (a row per model, the task's key metrics as columns), each in two groups:
-    the real models, then the reference controls (`leaderboard.render.by_group`). The long tables
+    Compact by design (at most 200 lines on the committed board): the overview (a row per model, a
+    short column per task with a legend) in two groups, the real models, then the reference controls
+    (`leaderboard.render.by_group`), and per task a summary table of the real models (a row per
+    model, the task's key metrics as columns). The controls' key metrics per task and the long tables
     live on the web board (`leaderboard.site`)."""
     files = read_submissions(submissions)
     board = newest_entries(files)
@@ -104,13 +105,20 @@ def changed_lines(items: list, task: bool = True) -> list[str]:
 
 
 def task_summaries(task: str, board: list, groups: dict) -> list[str]:
-    """A task's summary table in its two groups, as markdown lines to append: the real models' (or a
-    line that none ran it yet), then the reference controls' where any ran it."""
-    real, controls = (summary_table(task, board, groups[key]) for key in ("real", "control"))
-    if real is None and controls is None:
+    """A task's summary table of the real models (or a line that none ran it yet), as markdown lines
+    to append, then a line for the reference controls that ran it: how many, and that their key
+    metrics are on the web board's page of the task (their headline is in the overview)."""
+    real = summary_table(task, board, groups["real"])
+    controls = {(b.model_name, b.model_identity) for b in groups["control"]
+                if b.entry.name == task and b.entry.status == "ok"}
+    if real is None and not controls:
         return ["", "_no finished runs_"]
     parts = ["", "**Real models**", "", real] if real else ["", "**Real models**: none yet."]
-    return parts + (["", "**Reference controls**", "", controls] if controls else [])
+    if controls:
+        count = f"{len(controls)} checkpoint{'s' if len(controls) > 1 else ''}"
+        parts += ["", f"**Reference controls**: {count}; their headline is in the overview, every key metric "
+                      f"of theirs on the web board's page of the task (`site/tasks/{task}.html`)."]
+    return parts
 
 
 def write_board(submissions: Path, output: Path, site: Path | None = None) -> None:

@@ -42,12 +42,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         check_writable_cache()
     if not args.reproducible:  # a pinned run set its threads already
         reproducible.set_threads(args.threads or reproducible.default_threads(distributed.env_local_world_size()))
+    with distributed.main_first():  # a `pretrained:<name>` not cached yet: fetched now, with stage lines
+        report.fetch_pretrained(args.model)
     spec = ModelSpec(model=args.model, revision=args.revision,
                      kind=ModelKind(args.model_kind) if args.model_kind else None, device=device,
                      dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                      allow_pickle=args.allow_pickle, name=args.model_name, device_map=args.device_map,
                      gguf_file=args.gguf_file, random_weights_seed=args.random_weights)
-    options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size, limit=args.limit,
+    options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size,
+                              max_batch_size=args.max_batch_size, limit=args.limit,
                               seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache,
                               all_tasks=args.tasks.strip() == "all", resolve_model=resolve_reference_model,
                               **({} if stderr_is_terminal() else {"on_task_start": report.task_started,
@@ -226,7 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.app.job import run_reference_job
 
     outcome = run_reference_job(args.submissions, args.output, args.batch_size, args.device, args.quick,
-                                use_cache=not args.no_cache)
+                                use_cache=not args.no_cache, max_batch_size=args.max_batch_size)
     for path in outcome.written:
         print(path)
     for path in outcome.kept:

@@ -14,7 +14,8 @@ from harness.core.errors import UserError
 from harness.core.io import atomic_write_bytes, cache_dir, check_writable_cache, check_writable_folder
 from harness.core.progress import labelled
 from harness.core.results import ResultsFile, load_results
-from harness.core.task import parse_settings
+from harness.app.parser import JOB_BATCH_SIZE
+from harness.core.task import DEFAULT_MAX_BATCH_SIZE, parse_settings
 from harness.files.staging import make_staging, publish_folder, sweep_cache
 from harness.model.loading import ModelSpec, resolve_device
 from harness.reference.build import MANIFEST, BuildConfig, checkpoint_folders, read_manifest
@@ -125,12 +126,12 @@ class JobOutcome:
     real_models: tuple[str, list] = ("", [])
 
 
-def check_job_settings(submissions: Path, board: Path, batch_size: int, device: str) -> None:
+def check_job_settings(submissions: Path, board: Path, batch_size: int | str, device: str) -> None:
     """Refuse bad settings of `membench run` before any work (the reference builds train for
     minutes): the device (`models.resolve_device`: a known name, and there on this machine), the
     batch size, and where it writes: the submissions folder, the board file and the cache."""
-    if batch_size < 1:
-        raise UserError(f"--batch-size must be a positive integer, got {batch_size}")
+    if batch_size != "auto" and (not isinstance(batch_size, int) or batch_size < 1):
+        raise UserError(f"--batch-size must be a positive integer or auto, got {batch_size}")
     resolve_device(device)
     check_writable_folder(submissions, f"--submissions {submissions}")
     board = Path(board).expanduser()
@@ -140,8 +141,9 @@ def check_job_settings(submissions: Path, board: Path, batch_size: int, device: 
     check_writable_cache()
 
 
-def run_reference_job(submissions: Path, board: Path, batch_size: int = 64, device: str = "auto",
-                      quick: bool = False, use_cache: bool = True) -> JobOutcome:
+def run_reference_job(submissions: Path, board: Path, batch_size: int | str = JOB_BATCH_SIZE, device: str = "auto",
+                      quick: bool = False, use_cache: bool = True,
+                      max_batch_size: int = DEFAULT_MAX_BATCH_SIZE) -> JobOutcome:
     """Evaluate on each reference checkpoint (shipped, or built where none is shipped:
     `reference_checkpoints`) the tasks its build is a control for (its config's `TASKS` and
     `task_settings`, also in the manifest: corpus and language, names, CPU-sized fine-tuning),
@@ -159,7 +161,7 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int = 64, devi
     registry = discover()
     before = newest_by_key(submissions)
     _, evaluated = evaluate_into_runs("latest", reference_checkpoints(quick), registry, batch_size, device,
-                                      use_cache)
+                                      use_cache, max_batch_size)
     written, kept = place_results(submissions, evaluated, before)
     removed = remove_superseded(submissions, written + kept)
     write_board(submissions, board, board.parent / "site")
@@ -197,14 +199,15 @@ def checkpoint_task_settings(config, checkpoint: Path) -> dict[str, str]:
     return config.task_settings()
 
 
-def evaluate_into_runs(run: str, found: list[tuple[object, list[Path]]], registry: dict, batch_size: int,
-                       device: str, use_cache: bool = True) -> tuple[Path, list[tuple[Path, ResultsFile]]]:
+def evaluate_into_runs(run: str, found: list[tuple[object, list[Path]]], registry: dict, batch_size: int | str,
+                       device: str, use_cache: bool = True, max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+                       ) -> tuple[Path, list[tuple[Path, ResultsFile]]]:
     """`evaluate_controls` into a staging folder of the cache, published as `<cache>/runs/<run>`
     (replacing an earlier one) once every checkpoint is done: that folder, and (results file
     there, contents) per checkpoint."""
     scratch = make_staging(cache_dir() / "runs")
-    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, use_cache=use_cache,
-                              resolve_model=resolve_reference_model)
+    options = EvaluateOptions(output_path=scratch, batch_size=batch_size, max_batch_size=max_batch_size,
+                              cpu_batch_size=JOB_BATCH_SIZE, use_cache=use_cache, resolve_model=resolve_reference_model)
     evaluated = evaluate_controls(found, registry, options, device)
     target = cache_dir() / "runs" / run
     publish_folder(scratch, target, replace=True)
@@ -221,7 +224,7 @@ def compare_controls(before: dict[tuple[str, str], tuple[Path, ResultsFile]], ev
     return compare(headlines(replaced, versions), headlines(after), readings(after))
 
 
-def replicate_controls(submissions: Path, found: list[tuple[object, list[Path]]], batch_size: int = 64,
+def replicate_controls(submissions: Path, found: list[tuple[object, list[Path]]], batch_size: int | str = JOB_BATCH_SIZE,
                        device: str = "auto") -> tuple[Path, ControlReport]:
     """`membench reference build --compare`: evaluate the checkpoints just rebuilt (`found`: each
     build's config and checkpoint folders, not the shipped ones) on their controls, into

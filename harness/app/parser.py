@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.registry import discover
-from harness.core.task import split_commas
+from harness.core.task import DEFAULT_MAX_BATCH_SIZE, split_commas
 
 DESCRIPTION = "The `membench` command line. User errors: one line on stderr, exit status 2."
 DEFAULT_SUBMISSIONS = Path("submissions")
@@ -48,6 +48,12 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def batch_size_value(text: str) -> int | str:
+    """`--batch-size`: a positive integer, or `auto` (lm-evaluation-harness's word: the largest batch
+    that fits, found by trying)."""
+    return "auto" if text.strip().lower() == "auto" else positive_int(text)
 
 
 def seed_int(text: str) -> int:
@@ -121,7 +127,12 @@ def add_evaluate(commands) -> None:
     ev.add_argument("--model-name", help="display name in the results (default: hub id, folder name, or the GGUF "
                                          "file's name without .gguf)")
     ev.add_argument("--tasks", required=True, help="comma-separated task names, or `all`")
-    ev.add_argument("--batch-size", type=positive_int, default=16)
+    ev.add_argument("--batch-size", type=batch_size_value, default=16,
+                    help="sequences per batch (default 16), or auto: on a GPU the largest batch that fits, found by "
+                         "trying from --max-batch-size down (halved where one runs out of memory; each task records "
+                         "what ran), on a CPU 16; the numbers do not depend on it")
+    ev.add_argument("--max-batch-size", type=positive_int, default=DEFAULT_MAX_BATCH_SIZE,
+                    help=f"where --batch-size auto starts on a GPU (default {DEFAULT_MAX_BATCH_SIZE})")
     ev.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (under a data-parallel launcher, "
                                                      "auto and cuda mean each process's own GPU)")
     ev.add_argument("--device-map", help="spread a model too large for one device over the GPUs (and CPU): "
@@ -143,7 +154,7 @@ def add_evaluate(commands) -> None:
     ev.add_argument("--reproducible", action="store_true",
                     help="pin the CPU kernels and threads as `membench run` does (harness/run/reproducible.py), so "
                          "the numbers come out the same to the last bit on this machine under any CPU capability "
-                         "(not yet across Intel and AMD CPUs: README, Reproducible numbers)")
+                         "(not yet across Intel and AMD CPUs: docs/reproducibility.md)")
     add_task_config_flags(ev)
 
 
@@ -262,9 +273,12 @@ def add_run(commands) -> None:
                                           "control for, write submissions and the leaderboard")
     run.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS)
     run.add_argument("--output", type=Path, default=DEFAULT_BOARD)
-    run.add_argument("--batch-size", type=positive_int, default=JOB_BATCH_SIZE,
+    run.add_argument("--batch-size", type=batch_size_value, default=JOB_BATCH_SIZE,
                      help=f"sequences per batch (default {JOB_BATCH_SIZE}: the reference models are small, so on a CPU "
-                          "larger batches run faster; the numbers do not depend on it)")
+                          "larger batches run faster; the numbers do not depend on it), or auto (as for evaluate; "
+                          f"{JOB_BATCH_SIZE} on a CPU)")
+    run.add_argument("--max-batch-size", type=positive_int, default=DEFAULT_MAX_BATCH_SIZE,
+                     help=f"where --batch-size auto starts on a GPU (default {DEFAULT_MAX_BATCH_SIZE})")
     run.add_argument("--device", default="auto", type=device_name, help="cpu, cuda, cuda:N or auto")
     run.add_argument("--quick", action="store_true", help="use the small test build (for smoke tests)")
     run.add_argument("--no-cache", action="store_true", help="recompute tasks even when cached")

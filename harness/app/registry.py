@@ -18,7 +18,7 @@ from harness.core.task import Task, registered_tasks, select_from
 def check_own_package(module) -> None:
     """A `UserError` unless the top-level package `module` (`tasks`, `leaderboard`) is membench's
     own: installed beside `harness`. Another distribution's package of the same name, earlier on
-    the import path, would otherwise be imported in its place (README: "Import names")."""
+    the import path, would otherwise be imported in its place (docs/layout.md, "Import names")."""
     import harness
 
     ours = Path(harness.__file__).resolve().parent.parent

@@ -4,24 +4,21 @@ and the stage lines of `membench run` (stderr, one line per stage, terminal or n
 from __future__ import annotations
 
 import sys
-import textwrap
+import time
 
 from tabulate import tabulate
 
 from harness.core.progress import task_label
 from harness.core.results import ResultsFile, TaskEntry
+from harness.model.pretrained import pretrained_source, resolve_pretrained
 from leaderboard.render import fmt_metric
-
-REASON_WIDTH = 48  # a skip reason longer than this is shortened in the table (the file has it whole)
 
 
 def status_text(entry: TaskEntry) -> str:
-    """`ok`, or `skipped: <reason>` with the reason shortened to `REASON_WIDTH` characters."""
+    """`ok`, or `skipped: <reason>` with the whole reason."""
     if entry.status == "ok":
         return "ok"
-    reason = textwrap.shorten(entry.skip_reason or "no reason given", REASON_WIDTH, placeholder="...",
-                               break_on_hyphens=False)
-    return f"skipped: {reason}"
+    return f"skipped: {entry.skip_reason or 'no reason given'}"
 
 
 def headline_cells(entry: TaskEntry) -> list[str]:
@@ -36,22 +33,31 @@ def headline_cells(entry: TaskEntry) -> list[str]:
     return [label, fmt_metric(metric, interval=True), "" if metric.n is None else str(metric.n)]
 
 
+def batch_size_text(run) -> str:
+    """`batch size 16`, or `batch size auto (at most 256)`."""
+    if run.batch_size == "auto" and run.max_batch_size:
+        return f"batch size auto (at most {run.max_batch_size})"
+    return f"batch size {run.batch_size}"
+
+
 def results_table(results: ResultsFile) -> str:
     """The closing table of `membench evaluate`: a line naming the model and run settings, then one
     row per task: task, version, status, headline metric (with its better direction), value, n, the
     task's wall time in seconds and its peak resident memory (those of the run that computed it, when
-    it came from the cache)."""
+    it came from the cache); below it, `skipped <task>: <reason>` per skipped task, the reason whole."""
     model, run = results.model, results.run
-    settings = [model.kind, model.device, model.dtype, f"batch size {run.batch_size}", f"seed {run.seed}"]
+    settings = [model.kind, model.device, model.dtype, batch_size_text(run), f"seed {run.seed}"]
     if run.limit is not None:
         settings.append(f"limit {run.limit}")
-    rows = [[entry.name, entry.version, status_text(entry), *headline_cells(entry),
+    rows = [[entry.name, entry.version, entry.status, *headline_cells(entry),
              f"{entry.wall_time_s:.1f}" if entry.status == "ok" else "",
              f"{entry.peak_rss_bytes / 1e9:.2f}" if entry.status == "ok" and entry.peak_rss_bytes else ""]
             for entry in results.tasks]
     table = tabulate(rows, headers=["task", "version", "status", "headline", "value", "n", "time (s)",
                                     "peak RSS (GB)"], disable_numparse=True)
-    return f"{model.name} ({', '.join(settings)})\n\n{table}"
+    reasons = [f"skipped {entry.name}: {entry.skip_reason or 'no reason given'}"
+               for entry in results.tasks if entry.status != "ok"]
+    return f"{model.name} ({', '.join(settings)})\n\n{table}" + ("\n\n" + "\n".join(reasons) if reasons else "")
 
 
 def headline_line(entry: TaskEntry) -> str:
@@ -66,6 +72,19 @@ def stage(message: str) -> None:
     """Print one stage of a long command, `membench: <message>`, on stderr, flushed at once, so that
     a log that is no terminal (CI, nohup, a pipe) shows the run as it goes."""
     print(f"membench: {message}", file=sys.stderr, flush=True)
+
+
+def fetch_pretrained(model: str) -> None:
+    """Fetch `pretrained:<name>` into the cache when it is not there yet (`membench evaluate`), between
+    two stage lines: `fetch <model>: <what is downloaded>` and `fetch <model>: ready in N s`, as
+    `membench run` reports its encoder. Nothing is printed for a cached one or any other model."""
+    source = pretrained_source(model)
+    if source is None or source.cached_path().exists():
+        return
+    stage(f"fetch {model}: downloading and verifying {source.describe()}")
+    started = time.perf_counter()
+    resolve_pretrained(model)
+    stage(f"fetch {model}: ready in {time.perf_counter() - started:.0f} s")
 
 
 def evaluated_message(name: str, results: ResultsFile, seconds: float) -> str:

@@ -41,6 +41,15 @@ def labelled(label: str) -> Iterator[None]:
         _LABEL.reset(token)
 
 
+@contextmanager
+def sublabelled(part: str) -> Iterator[None]:
+    """Within the block, bars are named `<label> · <part>: <step>`: a stage of a task that repeats its
+    steps (one of several fine-tuning seeds, say), so each bar's count and ETA say which one it is."""
+    current = _LABEL.get()
+    with labelled(f"{current} · {part}" if current else part):
+        yield
+
+
 def bar_desc(step: str) -> str:
     """A bar's description: `<label>: <step>` inside `labelled`, else `step`."""
     label = _LABEL.get()

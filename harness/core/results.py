@@ -137,12 +137,17 @@ class TaskEntry(_Strict):
     # What a reader of the metrics must know, one line each (e.g. mink_membership: members and
     # non-members are distinguishable without the model); left out of the file when there is none.
     warnings: list[str] = Field(default_factory=list)
+    # The largest batch each step of the task ran (`scoring`, `generating`, `gradient norms`, ...:
+    # `harness.scoring.fitting`), what `--batch-size auto` chose; left out when unknown (older files,
+    # cached entries of older runs). The numbers do not depend on it.
+    batch_sizes: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
 
     @model_serializer(mode="wrap")
     def _omit_no_warnings(self, handler) -> dict[str, Any]:
         data = handler(self)
-        if not data.get("warnings"):
-            data.pop("warnings", None)
+        for key in ("warnings", "batch_sizes"):
+            if not data.get(key):
+                data.pop(key, None)
         return data
 
     @field_validator("item_scores", mode="before")
@@ -219,21 +224,55 @@ class Environment(_Strict):
     cpu_capability: str | None = None
     threads: int | None = None
     pinned: bool | None = None
+    # The accelerator (harness/run/accelerator.py): the type of device the model ran on (cpu, cuda, mps),
+    # the parameters' dtype and transformers' attention implementation (eager, sdpa, ...); on CUDA the
+    # GPU's name, the GPUs the process saw, the CUDA version PyTorch was built with and the driver's
+    # version. Each is left out of the file when absent (older files; the GPU fields of a CPU run).
+    device: str | None = None
+    dtype: str | None = None
+    attn_implementation: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = Field(None, ge=0)
+    cuda: str | None = None
+    gpu_driver: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_accelerator(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        for key in _ACCELERATOR_FIELDS:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+_ACCELERATOR_FIELDS = ("device", "dtype", "attn_implementation", "gpu_name", "gpu_count", "cuda", "gpu_driver")
 
 
 class RunSettings(_Strict):
-    batch_size: int = Field(ge=1)
+    # `--batch-size`: a number, or `auto` (the largest batch that fits, found by trying, each task's
+    # `batch_sizes` saying what ran) with its cap `max_batch_size` (left out of the file otherwise).
+    batch_size: int | str
+    max_batch_size: Annotated[int, Field(ge=1)] | None = None
     limit: Annotated[int, Field(ge=1)] | None
     seed: int
     # Data-parallel processes that shared the scoring (`harness.scoring.distributed`); left out of the file
     # when 1, so single-process files read as they always did.
     processes: int = Field(1, ge=1)
 
+    @field_validator("batch_size")
+    @classmethod
+    def _positive_or_auto(cls, value: int | str) -> int | str:
+        if value == "auto" or (isinstance(value, int) and value >= 1):
+            return value
+        raise ValueError(f"must be a positive integer or 'auto', got {value!r}")
+
     @model_serializer(mode="wrap")
     def _omit_one_process(self, handler) -> dict[str, Any]:
         data = handler(self)
         if data.get("processes") == 1:
             del data["processes"]
+        if data.get("max_batch_size") is None:
+            data.pop("max_batch_size", None)
         return data
 
 

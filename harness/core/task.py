@@ -29,6 +29,10 @@ RESERVED_FIELDS = frozenset({"model", "revision", "model_kind", "tasks", "batch_
 # the reference training sets, takes 0 to 2**32 - 1, and its generators refuse negative seeds.
 MAX_SEED = 2**32 - 1
 
+# Where `--batch-size auto` starts on an accelerator (`--max-batch-size`'s default; `harness.scoring.fitting`
+# halves a batch that does not fit).
+DEFAULT_MAX_BATCH_SIZE = 256
+
 
 def is_sequence(annotation) -> bool:
     """Whether a config field holds several values (a tuple or list, optional or not): its command-line

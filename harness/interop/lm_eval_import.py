@@ -185,11 +185,19 @@ def import_results(path: Path, output_path: Path, registry: dict[str, type[Task]
                                 torch=_version(r"PyTorch version: (\S+)", env),
                                 transformers=str(raw.get("transformers_version") or "unknown"),
                                 platform=_version(r"python platform: ([a-z]+)", env.lower())),
-        run=RunSettings(batch_size=int(batch) if batch.isdigit() else 0, limit=next(iter(tasks.values())).limit,
+        run=RunSettings(batch_size=lm_eval_batch_size(batch), limit=next(iter(tasks.values())).limit,
                         seed=entries[0].seed),
         tasks=entries,
     )
     out = Path(output_path) / f"{results_stem(results)}.json"
     write_results(results, out)
     return out
+
+
+def lm_eval_batch_size(recorded: str) -> int | str:
+    """lm-eval's recorded `batch_size` as membench records one: a number, `auto` for its `auto` and
+    `auto:N` (batch size found by trying), lm-eval's default 1 when it recorded none."""
+    if recorded.isdigit() and int(recorded) >= 1:
+        return int(recorded)
+    return "auto" if recorded.startswith("auto") else 1
 

@@ -103,11 +103,19 @@ def date_scores(years: list[int | None], cutoff: int) -> np.ndarray:
     return np.array([date_score(y, cutoff) for y in years])
 
 
+# The years a training cutoff chosen on the data may be (`best_cutoff`): those of Das et al.'s `is_year`
+# (date_detection.py, for arXiv's citation years: 1970 to 2023), to 2030. A four-digit number outside
+# them (a count, "4953", or a far future, "2046") is no cutoff a model's training data can have.
+CUTOFF_YEARS = (1970, 2030)
+
+
 def best_cutoff(years: list[int | None], labels: np.ndarray) -> int | None:
     """The cutoff c whose `date_scores(years, c)` has the highest ROC AUC on these (training) texts,
-    among c = y + 1 for every year y they hold and c = the smallest year (everything after the cutoff);
-    the smallest c among ties. None when no text holds a year or a class is missing."""
-    found = sorted({y for y in years if y is not None})
+    among c = y + 1 for every year y they hold within `CUTOFF_YEARS` and c = the smallest such year
+    (everything after the cutoff); the smallest c among ties. None when no text holds such a year or
+    a class is missing. A text's latest year is still its largest four-digit number, as Das et al. read it."""
+    first, last = CUTOFF_YEARS
+    found = sorted({y for y in years if y is not None and first <= y <= last})
     labels = np.asarray(labels, dtype=int)
     if not found or labels.min() == labels.max():
         return None

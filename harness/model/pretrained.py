@@ -70,6 +70,14 @@ PRETRAINED: dict[str, Pretrained] = {
 }
 
 
+def pretrained_source(model: str) -> Union[WheelFolder, WheelMember, JoinedWheelFile, None]:
+    """The declared source of `pretrained:<name>` (its `cached_path()` says where it lies once
+    fetched); None for any other model id or path, and for an unknown name (`resolve_pretrained`
+    refuses it)."""
+    known = PRETRAINED.get(model[len(PREFIX):]) if model.startswith(PREFIX) else None
+    return None if known is None else known.source
+
+
 def resolve_pretrained(model: str) -> str:
     """The local path (folder or GGUF file) of `pretrained:<name>`, fetched into the cache when
     missing; any other model id or path unchanged. A `UserError` for an unknown name."""

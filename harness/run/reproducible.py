@@ -1,7 +1,7 @@
 """Pinned numerics and thread counts: the same bits under every CPU capability of one x86-64 machine.
 
 Measured on 2026-11-25, these pins do not make a trained build the same on an Intel Xeon and an
-AMD EPYC (README, "Reproducible numbers").
+AMD EPYC (docs/reproducibility.md).
 
 Training a reference checkpoint on two machines gave two different sets of weights, and scoring
 identical weights gave numbers that differ in the 4th to 6th decimal. Each source of that

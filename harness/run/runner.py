@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import ValidationError
 
@@ -31,11 +31,11 @@ from harness.core.results import (
     safe_file_stem,
     write_results,
 )
-from harness.core.task import LimitTooSmall, RunContext, Task, TaskConfig
+from harness.core.task import DEFAULT_MAX_BATCH_SIZE, LimitTooSmall, RunContext, Task, TaskConfig
 from harness.files import staging
 from harness.model import loading as models
 from harness.run import cache, heap
-from harness.scoring import distributed
+from harness.scoring import distributed, fitting
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class EvaluateOptions:
     output_path: Path = Path("submissions")
-    batch_size: int = 16
+    # A number, or "auto": on an accelerator, batches start at `max_batch_size` and are halved where
+    # they do not fit (`harness.scoring.fitting`); on a CPU, `cpu_batch_size` (the command's default).
+    batch_size: int | Literal["auto"] = 16
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    cpu_batch_size: int = 16
     limit: int | None = None
     seed: int = 0
     log_samples: bool = False
@@ -62,6 +66,16 @@ class EvaluateOptions:
     # the seconds it took here): `membench evaluate` prints them where stderr is no terminal.
     on_task_start: Callable[[str, str], None] | None = None
     on_task_end: Callable[[TaskEntry, str, float], None] | None = None
+
+
+def starting_batch_size(options: EvaluateOptions, device: str) -> int:
+    """The batch size the tasks are handed (`RunContext.batch_size`): `--batch-size` when it is a
+    number; under `auto`, `max_batch_size` on an accelerator (batches that do not fit are halved
+    as they run) and `cpu_batch_size` on a CPU, where running out of memory is no exception to catch
+    but a killed process, so auto keeps the sizes the board was scored with."""
+    if options.batch_size != "auto":
+        return options.batch_size
+    return options.cpu_batch_size if device.split(":")[0] in ("cpu", "meta") else options.max_batch_size
 
 
 def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
@@ -188,6 +202,7 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
             return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY),
                                             "changed_settings": base["changed_settings"]}), samples
     started, peak_known = time.perf_counter(), heap.reset_peak_rss()
+    fitting.reset()
     with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
         result = task.run(lm, data, config, context)
     if not result.metrics:  # nothing to show: not an "ok" run
@@ -199,7 +214,7 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
                       summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
                       wall_time_s=round(time.perf_counter() - started, 3),
                       peak_rss_bytes=heap.peak_rss_bytes() if peak_known else None, warnings=result.warnings,
-                      **base)
+                      batch_sizes=fitting.step_sizes(), **base)
     warn_entry(entry)
     samples = cache.samples_to_jsonl(result.samples)
     if distributed.is_main():
@@ -230,12 +245,14 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     unused = set(overrides) - {f for task in tasks for f in task.Config.model_fields}
     if unused:
         raise UserError(f"--{sorted(unused)[0].replace('_', '-')} is not a setting of the selected tasks")
-    context = RunContext(batch_size=options.batch_size, limit=options.limit, seed=options.seed,
+    # the batch size follows the device (`starting_batch_size`), known once the model is loaded
+    context = RunContext(limit=options.limit, seed=options.seed,
                          progress=options.progress if distributed.is_main() else False)
     with distributed.main_first():
         datasets = [load_task_data(task, config, context) for task, config in zip(instances, configs)]
     with distributed.main_first():
         lm = models.load(spec)
+    context = replace(context, batch_size=starting_batch_size(options, lm.device))
     reasons = skip_reasons(instances, configs, datasets, lm, options)
     with distributed.main_first():
         auxiliary = load_auxiliary_models(spec, instances, configs, reasons, options.resolve_model)
@@ -253,7 +270,8 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         schema_version=SCHEMA_VERSION, created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0),
         harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
         model=model_info(lm),
-        environment=environment(), run=RunSettings(batch_size=options.batch_size, limit=options.limit,
+        environment=environment(lm), run=RunSettings(batch_size=options.batch_size, limit=options.limit,
+                                                   max_batch_size=options.max_batch_size if options.batch_size == "auto" else None,
                                                    seed=options.seed, processes=distributed.world_size()),
         tasks=entries,
     )
@@ -320,16 +338,18 @@ def results_stem(results: ResultsFile) -> str:
     return f"{safe_file_stem(results.model.name)}__{board_key(results.model)[:12]}__{sha256_text(run)[:8]}"
 
 
-def environment() -> Environment:
+def environment(lm: LoadedModel) -> Environment:
+    """The software, the CPU numerics and the accelerator `lm` ran on (`harness.run.accelerator`)."""
     import torch
     import transformers
 
-    from harness.run import reproducible
+    from harness.run import accelerator, reproducible
 
     return Environment(python=platform.python_version(), torch=torch.__version__,
                        transformers=transformers.__version__, platform=sys.platform,
                        cpu_capability=reproducible.torch_capability(), threads=torch.get_num_threads(),
-                       pinned=reproducible.environment_is_pinned(torch.get_num_threads()))
+                       pinned=reproducible.environment_is_pinned(torch.get_num_threads()),
+                       **accelerator.accelerator_facts(lm.model, lm.device, lm.dtype))
 
 
 def git_commit() -> str | None:

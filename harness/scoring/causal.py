@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from harness.scoring import budgets
 from harness.scoring.batching import model_context, padding_id, right_pad
 from harness.scoring.distributed import run_batches
 from harness.scoring.spans import bounded_batches
@@ -157,10 +158,19 @@ def next_token_logprobs(model, context: list[int]) -> np.ndarray:
     return torch.log_softmax(logits.float(), dim=-1).double().cpu().numpy()
 
 
-# The float32 logits one forward pass may hold: batch x positions x vocabulary x 4 bytes. A large
-# vocabulary (gemma-3: 262,144) at batch 16 x 512 tokens would need 8.6 GB; batches of such rows are
-# cut so that they stay within this. The reference models (vocabulary 2,048) never reach it.
+# The float32 logits one forward pass may hold on a CPU: batch x positions x vocabulary x 4 bytes. A
+# large vocabulary (gemma-3: 262,144) at batch 16 x 512 tokens would need 8.6 GB; batches of such rows
+# are cut so that they stay within this. The reference models (vocabulary 2,048) never reach it. On an
+# accelerator, a share of its memory (`logits_budget_bytes`).
 LOGITS_BUDGET_BYTES = 2**30
+
+
+def logits_budget_bytes(device: torch.device | None = None) -> int:
+    """The float32 logits one batch may hold on `device`: `LOGITS_BUDGET_BYTES` on a CPU (or None), at
+    least that and `budgets.ACCELERATOR_LOGITS_SHARE` of an accelerator's memory."""
+    if device is None:
+        return LOGITS_BUDGET_BYTES
+    return max(LOGITS_BUDGET_BYTES, int(budgets.total_bytes(device) * budgets.ACCELERATOR_LOGITS_SHARE))
 
 
 def output_vocabulary(model) -> int:
@@ -170,11 +180,12 @@ def output_vocabulary(model) -> int:
     return head.weight.shape[0] if getattr(head, "weight", None) is not None else model.config.vocab_size
 
 
-def logits_bounded_batches(order: list[int], lengths: list[int], batch_size: int, vocabulary: int) -> list[list[int]]:
+def logits_bounded_batches(order: list[int], lengths: list[int], batch_size: int, vocabulary: int,
+                           device: torch.device | None = None) -> list[list[int]]:
     """`order` cut into batches of at most `batch_size` rows, fewer where the batch's longest row
-    (`lengths`) times the rows times `vocabulary` float32 logits would pass `LOGITS_BUDGET_BYTES`
-    (never fewer than one row; `spans.bounded_batches`)."""
-    return bounded_batches(order, lengths, batch_size, max(1, LOGITS_BUDGET_BYTES // (vocabulary * 4)))
+    (`lengths`) times the rows times `vocabulary` float32 logits would pass the budget of `device`
+    (`logits_budget_bytes`; never fewer than one row; `spans.bounded_batches`)."""
+    return bounded_batches(order, lengths, batch_size, max(1, logits_budget_bytes(device) // (vocabulary * 4)))
 
 
 @torch.no_grad()
@@ -194,7 +205,7 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     pad = padding_id(tokenizer)
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
     batches = logits_bounded_batches(order, [len(row.ids) for row in rows], batch_size,
-                                     output_vocabulary(model))
+                                     output_vocabulary(model), device)
 
     def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
         """Each row's scores (log-probs, and the distribution mean and std or None)."""

@@ -8,7 +8,7 @@
   the target's tokens are the same whatever the source.
 Sources and targets are cut to `max_source` / `max_target` tokens (counted with special tokens).
 Rows are sorted by length and right-padded with the padding masked; a batch's float32 logits stay
-within `causal.LOGITS_BUDGET_BYTES`, and only the target positions are normalized
+within the device's logits budget (`causal.logits_budget_bytes`), and only the target positions are normalized
 (`causal.position_scores`, in cache-sized chunks): at gemma-3's 262,144-token vocabulary, 16 rows
 of 700 tokens would otherwise hold 11.7 GB of logits and as much again of log-softmax.
 """
@@ -24,8 +24,8 @@ import torch
 
 from harness.scoring.batching import padding_id, right_pad
 from harness.scoring.causal import (
-    LOGITS_BUDGET_BYTES,
     encode_with_bos,
+    logits_budget_bytes,
     logits_bounded_batches,
     output_vocabulary,
     position_scores,
@@ -79,7 +79,7 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
         return _row_logprobs(logits, labels, starts, [len(target_ids[i]) for i in batch])
 
     logit_rows = [len(t) if seq2seq else n for t, n in zip(target_ids, lengths)]
-    batches = logits_bounded_batches(longest_first(lengths), logit_rows, batch_size, output_vocabulary(model))
+    batches = logits_bounded_batches(longest_first(lengths), logit_rows, batch_size, output_vocabulary(model), device)
     done = run_batches(batches, score_batch, "scoring targets", progress)
     return [done[i] for i in range(len(sources))]
 
@@ -137,7 +137,7 @@ def _cache_bytes(cache) -> int:
 def _with_cache(model, name, cache, first: torch.Tensor, n_prefix: int, target_ids: list[list[int]],
                 batch_size: int, pad: int, progress: bool | None) -> list[np.ndarray]:
     """The targets after the prefix's `cache`, in length-sorted batches whose float32 logits and
-    repeated caches each stay within `causal.LOGITS_BUDGET_BYTES`."""
+    repeated caches each stay within the device's logits budget (`causal.logits_budget_bytes`)."""
     device = first.device
     scorable = [i for i, ids in enumerate(target_ids) if ids]
 
@@ -154,9 +154,9 @@ def _with_cache(model, name, cache, first: torch.Tensor, n_prefix: int, target_i
         return [np.concatenate([first[row[0]].view(1).cpu().numpy(), rest]) for row, rest in zip(rows, later)]
 
     lengths = [len(target_ids[i]) for i in scorable]
-    rows_by_cache = max(1, LOGITS_BUDGET_BYTES // max(1, _cache_bytes(cache)))
+    rows_by_cache = max(1, logits_budget_bytes(device) // max(1, _cache_bytes(cache)))
     batches = logits_bounded_batches(longest_first(lengths), lengths, min(batch_size, rows_by_cache),
-                                     output_vocabulary(model))
+                                     output_vocabulary(model), device)
     done = run_batches(batches, score_batch, "scoring after the prefix", progress)
     results = [np.zeros(0, dtype=np.float32) for _ in target_ids]
     for k, value in done.items():

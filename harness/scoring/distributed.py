@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from harness.core.errors import UserError
 from harness.core.progress import progress_bar
+from harness.scoring.fitting import FittingBatches
 
 T = TypeVar("T")
 
@@ -165,17 +166,17 @@ def run_batches(batches: Sequence[Sequence[int]], score_batch: Callable[[list[in
     `batches` are lists of item indices, formed exactly as one process would run them (length-
     sorted); rank r runs batches r, r + N, r + 2N, ... (round-robin keeps the load even, since
     neighbouring batches have similar lengths). `score_batch(batch)` returns one result per index
-    of `batch`. Returns {index: result} for all indices of all batches, on every rank. A progress bar
-    (`progress_bar`; `progress`: None = a bar on a terminal, lines in a log) shows on rank 0 only.
+    of `batch`. Returns {index: result} for all indices of all batches, on every rank. A batch that
+    runs out of memory runs in halves (`harness.scoring.fitting`, which records the largest batch
+    that ran). A progress bar (`progress_bar`; `progress`: None = a bar on a terminal, lines in a
+    log) shows on rank 0 only.
     """
     world, me = world_size(), rank()
     mine = shard(batches, world, me)
     results: dict[int, T] = {}
+    fitting = FittingBatches(desc)
     for batch in progress_bar(mine, step=desc, unit="batch", leave=False, show=False if me != 0 else progress):
-        values = score_batch(batch)
-        if len(values) != len(batch):
-            raise ValueError(f"score_batch returned {len(values)} results for a batch of {len(batch)}")
-        results.update(zip(batch, values))
+        results.update(zip(batch, fitting.run(list(batch), score_batch)))
     if world > 1 and batches:
         import torch.distributed as dist
 

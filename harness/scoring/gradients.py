@@ -19,12 +19,17 @@ As MIMIR, the mean is over the parameters a backward pass reaches (`reached_para
 backward pass of the first text finds them).
 
 Cost: one forward and one backward pass per text, and a batch holds one gradient of every
-parameter per text, so the batch is bounded by `GRADIENT_BUDGET` numbers (32 MiB in float32: the
-0.72M-parameter reference GPT-2 gets batches of 11; a model larger than the budget, batches of 1).
-Larger batches are slower, not faster: on that GPT-2 and 100 texts of 128 words (2 threads, AMD
-EPYC, 2026-11-25) batches of 64 took 6.2 s, of 8 to 16 1.8 to 2.3 s, MIMIR's loop 2.2 s (the
-texts' gradients of every parameter no longer fit the CPU's caches). Where `vmap` cannot run a
-model's operators, a per-text loop with `backward()` gives the same values (with a warning).
+parameter per text (`gradient_batch`). On a CPU the batch is bounded by `GRADIENT_BUDGET` numbers
+(32 MiB in float32: the 0.72M-parameter reference GPT-2 gets batches of 11; a model larger than
+the budget, batches of 1). Larger batches are slower there, not faster: on that GPT-2 and 100
+texts of 128 words (2 threads, AMD EPYC, 2026-11-25) batches of 64 took 6.2 s, of 8 to 16 1.8 to
+2.3 s, MIMIR's loop 2.2 s (the texts' gradients of every parameter no longer fit the CPU's caches).
+On an accelerator the batch takes `budgets.ACCELERATOR_GRADIENT_SHARE` of its free memory (a
+1.7B-parameter model in bfloat16 on an 80 GB GPU: about 6 texts; each `vmap` call costs the same
+dispatch overhead whatever its batch, which batches of 1 paid per text: issue 41), and a batch
+that still does not fit is halved (`harness.scoring.fitting`). The norms of a batch stay on the
+device until one copy to the host per batch. Where `vmap` cannot run a model's operators, a
+per-text loop with `backward()` gives the same values (with a warning).
 """
 
 from __future__ import annotations
@@ -34,17 +39,34 @@ import math
 
 import numpy as np
 import torch
+from accelerate.utils.memory import should_reduce_batch_size
 from torch.func import functional_call, grad, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from harness.scoring import budgets
 from harness.scoring.batching import model_context, padding_id, right_pad
-from harness.scoring.causal import encode_with_bos
+from harness.scoring.causal import encode_with_bos, output_vocabulary
 from harness.scoring.distributed import run_batches
 from harness.scoring.spans import length_batches
 
 log = logging.getLogger(__name__)
 
 GRADIENT_BUDGET = 2**23  # parameter gradients held at once in a batch (32 MiB in float32)
+
+
+def gradient_batch(model, longest: int, batch_size: int) -> int:
+    """Texts per batch of per-text gradients, at most `batch_size` (module docstring): on a CPU within
+    `GRADIENT_BUDGET` numbers; on an accelerator within `budgets.ACCELERATOR_GRADIENT_SHARE` of its
+    free memory, a text taking two copies of every parameter (its gradient, and the temporary of
+    a norm) plus its float32 logits three times over (logits, log-softmax, their gradient) for
+    the batch's `longest` row."""
+    n_params = sum(param.numel() for param in model.parameters())
+    device = next(model.parameters()).device
+    if not budgets.on_accelerator(device):
+        return max(1, min(batch_size, GRADIENT_BUDGET // max(1, n_params)))
+    element = next(model.parameters()).element_size()
+    per_text = 2 * n_params * element + 3 * 4 * longest * output_vocabulary(model)
+    return max(1, min(batch_size, int(budgets.free_bytes(device) * budgets.ACCELERATOR_GRADIENT_SHARE) // per_text))
 
 
 def norm_of(gradients: torch.Tensor, p: float) -> torch.Tensor:
@@ -98,12 +120,13 @@ def reached_parameters(model, row: list[int]) -> list[str]:
     return names
 
 
-def looped_norm(model, row: list[int], p: float) -> float:
-    """gradnorm of one row as MIMIR computes it: backward, then the norm of each parameter's `.grad`."""
+def looped_norm(model, row: list[int], p: float) -> torch.Tensor:
+    """gradnorm of one row as MIMIR computes it: backward, then the norm of each parameter's `.grad`
+    (a 0-d float32 tensor on the model's device: the caller copies a batch's norms to the host at once)."""
     _backward(model, row)
     norms = [norm_of(param.grad.detach().unsqueeze(0), p)[0] for param in model.parameters() if param.grad is not None]
     model.zero_grad(set_to_none=True)
-    return float(torch.stack(norms).float().mean())
+    return torch.stack(norms).float().mean()
 
 
 def gradient_norms(model, tokenizer, texts: list[str], p: float = math.inf, batch_size: int = 16,
@@ -117,8 +140,7 @@ def gradient_norms(model, tokenizer, texts: list[str], p: float = math.inf, batc
     context = model_context(model)
     rows = [ids[:context] for ids in encoded]
     scorable = [i for i, row in enumerate(rows) if len(row) >= 2]
-    n_params = sum(param.numel() for param in model.parameters())
-    batch = max(1, min(batch_size, GRADIENT_BUDGET // max(1, n_params)))
+    batch = gradient_batch(model, max((len(rows[i]) for i in scorable), default=1), batch_size)
     pad = padding_id(tokenizer)
     use_vmap = [True]
     used = reached_parameters(model, rows[scorable[0]]) if scorable else []
@@ -129,10 +151,12 @@ def gradient_norms(model, tokenizer, texts: list[str], p: float = math.inf, batc
             try:
                 return batched_norms(model, chosen, p, pad, used)
             except (RuntimeError, NotImplementedError, TypeError) as err:  # an operator vmap cannot batch
+                if should_reduce_batch_size(err):  # out of memory: `run_batches` halves the batch
+                    raise
                 log.warning("gradient norms: torch.func.vmap cannot run %s (%s); one text at a time instead",
                             type(model).__name__, str(err).splitlines()[0][:200])
                 use_vmap[0] = False
-        return [looped_norm(model, row, p) for row in chosen]
+        return torch.stack([looped_norm(model, row, p) for row in chosen]).tolist()
 
     done = run_batches(length_batches([len(rows[i]) for i in scorable], batch), norms_of, "gradient norms", progress)
     out = np.full(len(texts), np.nan)

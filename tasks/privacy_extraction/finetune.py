@@ -4,12 +4,19 @@ Every (source, target) pair appears `times` times per epoch. seq2seq: encoder in
 labels = target. Causal LM: input = [BOS] source target, labels = the target tokens only (the
 rest -100). Constant learning rate, AdamW without weight decay, no warm-up, seeded; after each
 epoch in `evaluate_at` the callback `on_checkpoint(epoch, model)` runs on the model in eval mode.
+Full fine-tuning trains every weight of the model it is given (a fresh copy); LoRA (peft) adds a
+seeded adapter to every adapted linear layer and trains only it, the other weights frozen (they may
+be shared with the loaded model: `shared_weights_copy`); the evaluation runs on the model with the
+adapter unmerged (W·x + (alpha / r)·B·A·x), so shared weights are never written.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,6 +29,17 @@ from harness.scoring.conditional import encode_pairs
 
 
 @dataclass(frozen=True)
+class LoraSettings:
+    """peft's LoraConfig: rank r, scaling alpha (the update is (alpha / r)·B·A), dropout on the adapter's
+    input, and the adapted modules (peft's `all-linear`: every linear layer but the output head)."""
+
+    rank: int
+    alpha: int
+    dropout: float
+    target_modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FinetuneSettings:
     epochs: int
     learning_rate: float
@@ -29,6 +47,33 @@ class FinetuneSettings:
     seed: int
     max_source_tokens: int
     max_target_tokens: int
+    lora: LoraSettings | None = None  # None: full fine-tuning
+
+
+def shared_weights_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model`'s modules and config that shares every parameter and buffer with it: an adapter
+    added to the copy leaves `model`'s modules as they are, and the weights take no memory twice."""
+    memo = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo)
+
+
+def with_adapter(model: torch.nn.Module, lora: LoraSettings, seed: int) -> torch.nn.Module:
+    """`model` with a LoRA adapter (peft), initialized under `seed` (A random, B zero: at first the
+    model computes what it did); every other weight frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = "all-linear" if list(lora.target_modules) == ["all-linear"] else list(lora.target_modules)
+    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
+                        task_type="SEQ_2_SEQ_LM" if model.config.is_encoder_decoder else "CAUSAL_LM")
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():  # GPT-2's Conv1D (peft sets fan_in_fan_out itself), transformers' deprecations
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        return get_peft_model(model, config)
+
+
+def trainable_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 class _Examples(torch.utils.data.Dataset):
@@ -81,14 +126,27 @@ class _AtEpochs(TrainerCallback):
         epoch = round(state.epoch)
         if epoch in self.evaluate_at:
             model.eval()
-            with torch.no_grad():
-                self.on_checkpoint(epoch, model)
+            with torch.no_grad():  # a peft model: its transformers model, the adapter in its linear layers
+                self.on_checkpoint(epoch, model.get_base_model() if hasattr(model, "get_base_model") else model)
             model.train()
 
 
 def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evaluate_at: set[int],
              on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
-    """Train `model` in place; returns facts about the run (steps, seconds, samples per second)."""
+    """Train `model` in place (with `settings.lora`: an adapter added to it); returns facts about the run
+    (steps, seconds, samples per second). The weights' `requires_grad` are as they were afterwards."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        if settings.lora is not None:
+            model = with_adapter(model, settings.lora, settings.seed)
+        return _train(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress)
+    finally:  # LoRA froze them, and they may be the loaded model's own (`shared_weights_copy`)
+        for parameter, flag in flags:
+            parameter.requires_grad_(flag)
+
+
+def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evaluate_at: set[int],
+           on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
     # Imported here: the Trainer takes a second to import, and only this task fine-tunes.
     from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 
@@ -110,6 +168,9 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
         output = trainer.train()
         seconds = time.perf_counter() - started
     model.eval()
-    return {"steps": output.global_step, "train_seconds_with_evaluation": round(seconds, 1),
-            "train_samples_per_second": output.metrics.get("train_samples_per_second"),
-            "train_loss": round(output.training_loss, 5), "rows_per_epoch": len(rows)}
+    facts = {"steps": output.global_step, "train_seconds_with_evaluation": round(seconds, 1),
+             "train_samples_per_second": output.metrics.get("train_samples_per_second"),
+             "train_loss": round(output.training_loss, 5), "rows_per_epoch": len(rows)}
+    if settings.lora is not None:
+        facts["trainable_parameters"] = trainable_parameters(model)
+    return facts

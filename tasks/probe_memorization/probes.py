@@ -11,7 +11,8 @@ strength of the regularization.
   number of epochs; weights and shuffles seeded. Several label vectors on the same inputs (the task
   and its control task) train together as independent networks in one batched module.
 Each fit runs on one thread (`one_thread`); `run_fits` spreads the fits of a task run over
-worker processes, as many as PyTorch has threads, so the numbers do not depend on the worker count.
+worker processes, as many as PyTorch has threads, so the numbers do not depend on the worker count;
+they are forked, or spawned once this process has initialised CUDA (`start_method`).
 """
 
 from __future__ import annotations
@@ -170,6 +171,19 @@ def _fit(fit: Fit, shared: _Shared | None = None) -> tuple[list[np.ndarray], flo
     return predicted, time.perf_counter() - started
 
 
+def start_method() -> str:
+    """How `run_fits` starts its workers: `fork` where the platform has it and this process has not
+    initialised CUDA (the workers share the matrices and start at once; a spawned one imports PyTorch
+    again, 10 to 20 s on 2 cores), else `spawn`. A child forked after CUDA is initialised cannot
+    touch CUDA (`CUDA error: initialization error`), and PyTorch's CPU code does: the optimizer's
+    step asks `torch.cuda.is_current_stream_capturing()` when CUDA is available (issue 41: every MLP
+    fit crashed after a model had been scored on a GPU). Each worker runs one thread, as PyTorch's
+    DataLoader workers do, so the parent's thread pools are not used after a fork."""
+    if torch.cuda.is_initialized() or "fork" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    return "fork"
+
+
 def run_fits(fits: list[Fit], vectors: dict[str, np.ndarray], eval_rows: np.ndarray, n_classes: int,
              mlp_epochs: int, workers: int) -> Iterable[tuple[list[np.ndarray], float]]:
     """(predictions, seconds) of each fit, in order. With `workers` > 1 the fits run in that many
@@ -180,10 +194,6 @@ def run_fits(fits: list[Fit], vectors: dict[str, np.ndarray], eval_rows: np.ndar
     if workers <= 1:
         yield from (_fit(fit, shared) for fit in fits)
         return
-    # fork where there is one: the workers share the matrices and start at once (a spawned one imports
-    # PyTorch again: 10 to 20 s on 2 cores). Each worker runs one thread, as PyTorch's DataLoader
-    # workers do, so the parent's thread pools are not used after the fork.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_start_worker,
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(start_method()), initializer=_start_worker,
                              initargs=(shared,)) as pool:
         yield from pool.map(_fit, fits)

@@ -20,7 +20,6 @@ from leaderboard.collect import is_control, newest_entries, read_submissions
 from leaderboard.render import CHANGED_LEGEND, CONTROLS_NOTE
 from tasks.mink_membership.task import MinkConfig, MinkMembership
 from tests.helpers.board_files import (
-    HEADLINE,
     ID_A,
     ID_B,
     ID_C,
@@ -88,17 +87,21 @@ def test_real_models_and_reference_controls_are_two_groups_with_the_same_columns
     assert {b.model_name for b in entries if b.control} == {"membench-ref/xsum-gpt2-e30", "model-a-untrained-seed0"}
 
 
-def test_each_task_summary_is_split_and_a_group_without_runs_is_said_or_left_out(board, tmp_path):
+def test_each_task_summary_tables_the_real_models_and_counts_the_controls(board, tmp_path):
+    """A task's section tables its real models; the controls that ran it are counted, with the web
+    board's page of the task for their key metrics (their headline is in the overview)."""
     markdown, _ = render_markdown(board)
     mink = section(markdown, f"## {TASK}")
     assert mink.index("**Real models**") < mink.index("**Reference controls**")
     assert [r["model"] for r in labelled_table(mink, "**Real models**")] == [f"{REAL_A} ‡", REAL_B]
-    controls = labelled_table(mink, "**Reference controls**")
-    assert [r["model"] for r in controls] == [REF, TWIN]
-    assert controls[0][f"{HEADLINE.label} ↓"] == "0.990 [0.940, 1.040]"
+    assert (f"**Reference controls**: 2 checkpoints; their headline is in the overview, every key metric of theirs "
+            f"on the web board's page of the task (`site/tasks/{TASK}.html`).") in mink
+    assert REF not in mink and TWIN not in mink  # no table of the controls here
+    overview = {r["model"]: r for r in records(table(subsection(markdown, "### Reference controls")))}
+    assert overview[REF]["mink ↓"] == "0.990" and overview[TWIN]["mink ↓"] == "0.490"
     other = section(markdown, "## other_task")
     assert [r["model"] for r in labelled_table(other, "**Real models**")] == [REAL_B]
-    assert [r["model"] for r in labelled_table(other, "**Reference controls**")] == [REF]
+    assert "**Reference controls**: 1 checkpoint; " in other
 
     only_controls = tmp_path / "only-controls"
     only_controls.mkdir()

@@ -131,6 +131,16 @@ def test_the_committed_submissions_pass_validate_strict(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_the_committed_board_is_current_and_at_most_200_lines():
+    """LEADERBOARD.md is what the committed submissions render to (what CI's `membench leaderboard
+    --check` checks) and stays short to read: at most 200 lines (issue 43), the controls' per-task
+    key metrics and the long tables being on the web board."""
+    root = Path(__file__).parents[2]
+    committed = (root / "LEADERBOARD.md").read_text(encoding="utf-8")
+    assert len(committed.splitlines()) <= 200
+    assert render_markdown(root / "submissions")[0] == committed
+
+
 # ---------------------------------------------------------------- file names
 
 

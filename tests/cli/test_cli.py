@@ -16,7 +16,7 @@ def test_tasks_lists_mink_membership(capsys):
     header = lines[0].split()
     assert header[:4] == ["task", "version", "model", "kinds"]
     [row] = [line for line in lines if line.split()[:1] == ["mink_membership"]]
-    assert row.split()[1] == str(MinkMembership.VERSION) == "4"
+    assert row.split()[1] == str(MinkMembership.VERSION) == "5"
     assert "causal-lm" in row
     assert "Membership inference" in row
     # one row per registered task, no more
@@ -81,7 +81,7 @@ def test_empty_task_list(capsys, tiny_lm, tmp_path):
 
 def test_tasks_and_leaderboard_must_be_membench_own(tmp_path, capsys):
     """A `tasks` or `leaderboard` package of another distribution, found first on the import path,
-    is refused with one line naming both places (README: "Import names"); membench's own pass."""
+    is refused with one line naming both places (docs/layout.md, "Import names"); membench's own pass."""
     import types
 
     import leaderboard

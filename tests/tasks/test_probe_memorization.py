@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import assert_user_error
 
 from harness.app.cli import main
@@ -15,7 +16,7 @@ from harness.core.results import load_results
 from harness.core.task import RunContext
 from harness.model.loading import ModelSpec, load
 from harness.reference.pretrained import minilm_folder
-from tasks.probe_memorization import method
+from tasks.probe_memorization import method, probes
 from tasks.probe_memorization.data import (
     ProbeData,
     Sentence,
@@ -242,9 +243,16 @@ def test_run_encodes_each_sentence_once_and_agrees_with_a_naive_count(monkeypatc
         assert by_name["selectivity", rep, "40"].value > 0.1
 
 
-def test_fits_in_worker_processes_predict_what_one_process_predicts():
-    """`run_fits` in two spawned workers gives the same predictions, in the same order, as in this
-    process: each fit is the same single-threaded computation."""
+@pytest.mark.parametrize("cuda_initialised, method", [(False, "fork"), (True, "spawn")])
+def test_fits_in_worker_processes_predict_what_one_process_predicts(monkeypatch, cuda_initialised, method):
+    """`run_fits` in two worker processes gives the same predictions, in the same order, as in this
+    process: each fit is the same single-threaded computation. Once this process has initialised
+    CUDA (a model scored on a GPU) the workers are spawned, never forked: a forked child's PyTorch
+    touches CUDA and fails (`CUDA error: initialization error`, issue 41)."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: cuda_initialised)
+    started = []
+    real_context = probes.multiprocessing.get_context
+    monkeypatch.setattr(probes.multiprocessing, "get_context", lambda name=None: started.append(name) or real_context(name))
     rng = np.random.default_rng(0)
     vectors = {"static": rng.normal(size=(120, 8)).astype(np.float32),
                "contextual": rng.normal(size=(120, 8)).astype(np.float32)}
@@ -255,6 +263,7 @@ def test_fits_in_worker_processes_predict_what_one_process_predicts():
     eval_rows = np.arange(90, 120)
     alone = list(run_fits(fits, vectors, eval_rows, 3, 3, workers=1))
     side_by_side = list(run_fits(fits, vectors, eval_rows, 3, 3, workers=2))
+    assert started == [method]
     assert len(side_by_side) == len(fits)
     for (mine, _), (theirs, seconds) in zip(alone, side_by_side):
         assert len(theirs) == 2 and seconds > 0

@@ -71,6 +71,17 @@ def test_best_cutoff_and_cross_validated_dates():
     assert all(2005 <= c <= 2010 for c in cutoffs)
 
 
+def test_a_chosen_cutoff_is_a_plausible_year():
+    """Four-digit numbers outside 1970 to 2030 are no candidate cutoffs (a count, 4953; a far future, 2046),
+    though they still count as a text's latest year, as Das et al. read it: here the members hold
+    4953 and the best plausible cutoff, 2013, scores them 0 as it scores the non-members of 2013 on."""
+    years = [2010, 2011, 2012, 4953, 2046, 2013, 2014, 2015]
+    labels = np.array([1, 1, 1, 1, 1, 0, 0, 0])
+    assert b.best_cutoff(years, labels) == 2013
+    assert b.best_cutoff([4953, 1969, 2031], np.array([1, 0, 0])) is None
+    assert b.best_cutoff([1970, 2030], np.array([1, 0])) == 1971
+
+
 def test_resampled_tpr_equals_tpr_at_fpr_on_every_resample():
     # three groups of tied scores, one member and one non-member each: scikit-learn's curve drops the
     # middle point (1/2 of each), so at FPR < 0.7 it reads 1/3, not 2/3

@@ -45,3 +45,20 @@ def test_fetch_first_falls_through_to_the_next_source(tmp_path):
     assert path == real and source.path == str(real)
     with pytest.raises(UserError, match="no data source"):
         fetch_first([LocalFile(str(tmp_path / "missing.jsonl"))])
+
+
+def test_probe_data_falls_back_from_ud_ewt_with_a_membench_warning(monkeypatch, capsys, caplog):
+    """Without the hub, probe_memorization's default data is the CoNLL-2003 sample, said on one
+    `membench: warning:` line like the others (not a logging record)."""
+    from tasks.probe_memorization import data as probe_data
+
+    def offline():
+        raise UserError("the Hugging Face Hub is unreachable")
+
+    sample = probe_data.ProbeData([["a"]] * 3, [["b"]] * 3, "the sample", "PTB")
+    monkeypatch.setattr(probe_data, "load_hub_ewt", offline)
+    monkeypatch.setattr(probe_data, "load_conll_sample", lambda: sample)
+    assert probe_data.load_probe_data(None, None, "auto", "auto", limit=2).eval == sample.eval[:2]
+    assert capsys.readouterr().err == ("membench: warning: UD English EWT unavailable (the Hugging Face Hub is "
+                                       "unreachable); using the CoNLL-2003 sample\n")
+    assert not caplog.records

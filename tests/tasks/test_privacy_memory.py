@@ -1,0 +1,214 @@
+"""privacy_extraction past full fine-tuning's memory: the estimate, the refusal, LoRA, and the
+unchanged config hash of a full fine-tuning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.app.cli import main
+from harness.core.errors import UserError
+from harness.core.task import RunContext
+from harness.model.loading import ModelSpec, load
+from tasks.privacy_extraction import memory
+from tasks.privacy_extraction import task as privacy
+from tasks.privacy_extraction.memory import DeviceMemory, ModelShape, adapter_parameters, estimate
+from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
+from tests.conftest import assert_user_error
+
+SUBMISSIONS = Path(__file__).parents[2] / "submissions"
+# The tiny GPT-2's settings (a 32-token context): `test_privacy_extraction.evaluate_tiny`'s.
+TINY = ["--tasks", "privacy_extraction", "--limit", "3", "--max-source-tokens", "8", "--max-target-tokens", "20",
+        "--epochs", "1", "--finetune-seeds", "1"]
+
+# ---------------------------------------------------------------- the estimate
+
+
+def test_the_estimate_by_hand():
+    # P = 1,000 float32 parameters; 2 layers of rows of 10 tokens, hidden 16, vocabulary 50, batch 4
+    shape = ModelShape(parameters=1000, weight_bytes=4000, hidden_size=16, layer_tokens=2 * 10, logit_tokens=10,
+                       vocab_size=50, linear_layers=(("h.0.q", 16, 16), ("h.0.fc", 16, 64), ("h.1.q", 16, 16)))
+    activations = 17 * 4 * 20 * 16 * 4  # C · B · Σ(L·S) · h · b = 87,040
+    logits = 3 * 4 * 10 * 50 * 4  # K · B · S_out · V · 4 = 24,000
+    full = estimate(shape, "full", 4, on_cuda=False)
+    assert (full.copy, full.gradients, full.optimizer_moments, full.optimizer_step) == (4000, 4000, 8000, 0)
+    assert (full.activations, full.logits) == (activations, logits)
+    assert full.needed == 16 * 1000 + activations + logits == 127_040  # 16 B per float32 parameter
+    assert full.total == full.needed + 4000  # the loaded model is held already
+    cuda = estimate(shape, "full", 4, on_cuda=True)
+    assert cuda.optimizer_step == 4000 and cuda.needed == full.needed  # AdamW's multi-tensor step: P·b, after
+    big = estimate(ModelShape(**{**shape.__dict__, "parameters": 10**5, "weight_bytes": 4 * 10**5}), "full", 4, True)
+    assert big.needed == 16 * 10**5 + 4 * 10**5  # the step's P·b outweighs the activations and logits it follows
+    # bfloat16: 2 B a weight, and so 8 B per parameter (torch keeps gradients and moments in its dtype)
+    half = estimate(ModelShape(**{**shape.__dict__, "weight_bytes": 2000}), "full", 4, on_cuda=False)
+    assert half.copy + half.gradients + half.optimizer_moments == 8 * 1000 and half.activations == activations // 2
+    # LoRA rank 2 on every linear layer: 2·(16+16) + 2·(16+64) + 2·(16+16) = 288 float32 parameters, no copy
+    lora = estimate(shape, "lora", 4, on_cuda=False, lora_rank=2)
+    assert lora.trainable_parameters == 288
+    assert (lora.copy, lora.gradients, lora.optimizer_moments) == (288 * 4, 288 * 4, 2 * 288 * 4)
+    assert lora.needed == 16 * 288 + activations + logits == 115_648
+    assert adapter_parameters(shape.linear_layers, 2, ["q"]) == 2 * 32 * 2  # names match as peft's do: `.q`
+    assert adapter_parameters(shape.linear_layers, 2, ["fc", "h.1.q"]) == 2 * 80 + 2 * 32
+
+
+def tiny_t5():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(T5Config(vocab_size=64, d_model=16, d_ff=32, num_layers=2, num_decoder_layers=1,
+                                               num_heads=2, d_kv=8))
+
+
+def test_the_adapter_counted_is_what_peft_trains(tiny_lm):
+    from tasks.privacy_extraction.finetune import LoraSettings, shared_weights_copy, with_adapter
+
+    gpt2 = load(ModelSpec(str(tiny_lm))).model  # Conv1D layers, a tied output head
+    for model, seq2seq in ((gpt2, False), (tiny_t5(), True)):
+        shape = memory.model_shape(model, seq2seq, 8, 20)
+        assert shape.parameters == sum(p.numel() for p in model.parameters())
+        for targets in (("all-linear",), ("c_fc", "q")):
+            adapted = with_adapter(shared_weights_copy(model), LoraSettings(4, 8, 0.0, targets), 0)
+            trained = sum(p.numel() for p in adapted.parameters() if p.requires_grad)
+            assert trained == adapter_parameters(shape.linear_layers, 4, targets) > 0, (type(model), targets)
+            assert all(p.dtype == torch.float32 for p in adapted.parameters() if p.requires_grad)
+    # Σ(L·S): seq2seq: 2 encoder layers · 8 source tokens + 1 decoder layer · (20 + 1); causal: 1 · (1 + 8 + 20)
+    assert memory.model_shape(tiny_t5(), True, 8, 20).layer_tokens == 2 * 8 + 21
+    assert memory.model_shape(gpt2, False, 8, 20).layer_tokens == 29
+
+
+def test_the_cpu_gives_its_available_memory_shared_by_the_launched_processes(monkeypatch):
+    found = memory.device_memory(torch.device("cpu"))
+    assert found is not None and 0 < found.available <= found.total
+    monkeypatch.setattr(memory, "_meminfo", lambda: {"MemAvailable": 8 << 30, "MemTotal": 16 << 30})
+    monkeypatch.setattr(memory, "_cgroup_room", lambda: None)
+    assert memory.device_memory(torch.device("cpu")) == DeviceMemory("cpu", 8 << 30, 16 << 30,
+                                                                     "/proc/meminfo MemAvailable")
+    monkeypatch.setattr(memory, "_cgroup_room", lambda: 3 << 30)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert memory.device_memory(torch.device("cpu")).available == (3 << 30) // 2
+
+
+# ---------------------------------------------------------------- the refusal
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_a_fine_tuning_that_does_not_fit_is_refused_before_it_starts(capsys, monkeypatch, tmp_path, tiny_lm, method):
+    def no_fine_tuning(*args, **kwargs):
+        raise AssertionError("fine-tuning started")
+
+    monkeypatch.setattr(privacy, "device_memory", lambda device: DeviceMemory("cpu", 10**6, 2 * 10**6, "test"))
+    monkeypatch.setattr(privacy, "finetune", no_fine_tuning)
+    out = tmp_path / "out"
+    way_out = "--finetune-method lora (about" if method == "full" else "a smaller --finetune-batch-size"
+    line = assert_user_error(capsys, ["evaluate", "--model", str(tiny_lm), *TINY, "--finetune-method", method,
+                                      "--output-path", str(out)], out,
+                             f"{method} fine-tuning of tiny-gpt2", "GB besides the loaded model",
+                             "cpu has 0.00 GB available (test, of 0.00 GB)", way_out)
+    assert "activations" in line and ("copy" in line) == (method == "full")
+    # the task's own run refuses too, before it copies or scores anything
+    lm, config = load(ModelSpec(str(tiny_lm))), PrivacyConfig(max_source_tokens=8, max_target_tokens=20)
+    monkeypatch.setattr(privacy, "predictions", no_fine_tuning)
+    with pytest.raises(UserError, match="--finetune-method lora"):
+        PrivacyExtraction().run(lm, [], config, RunContext())
+
+
+# ---------------------------------------------------------------- LoRA
+
+
+def test_lora_trains_only_the_adapter_leaves_the_loaded_weights_alone_and_is_recorded(monkeypatch, tmp_path,
+                                                                                       tiny_lm):
+    from harness.core.results import load_results
+    from leaderboard.collect import BoardEntry
+
+    lm = load(ModelSpec(str(tiny_lm)))
+    before = {name: p.detach().clone() for name, p in lm.model.named_parameters()}
+    flags = {name: p.requires_grad for name, p in lm.model.named_parameters()}
+    modules = [type(m) for m in lm.model.modules()]
+    real_finetune, seen = privacy.finetune, []
+
+    def spy(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress):
+        def check(epoch, net):
+            trained = {name: p for name, p in net.named_parameters() if p.requires_grad}
+            seen.append((sorted(trained), [float(p.abs().sum()) for n, p in trained.items() if "lora_B" in n]))
+            on_checkpoint(epoch, net)
+        return real_finetune(model, tokenizer, rows, settings, evaluate_at, check, progress)
+
+    monkeypatch.setattr(privacy, "finetune", spy)
+    task = PrivacyExtraction()
+    config = PrivacyConfig(max_source_tokens=8, max_target_tokens=20, epochs=(1,), finetune_seeds=1,
+                           finetune_method="lora", lora_rank=4, learning_rate=1e-2)
+    data = task.load_data(config, RunContext(limit=3))
+    result = task.run(lm, data, config, RunContext(limit=3))
+    [(names, b_sums)] = seen
+    assert names and all(".lora_A." in n or ".lora_B." in n for n in names)  # only the adapter trained ...
+    assert b_sums and all(total > 0 for total in b_sums)  # ... and it did (B starts at 0)
+    facts = result.info["finetuning"]
+    # rank 4 on c_attn (32 -> 96), attn.c_proj (32 -> 32), c_fc (32 -> 128), mlp.c_proj (128 -> 32)
+    assert facts["trainable_parameters"] == 4 * (32 + 96) + 4 * (32 + 32) + 4 * (32 + 128) + 4 * (128 + 32)
+    assert facts["trainable_parameters"] == result.info["finetuning_memory"]["estimate_bytes"]["trainable_parameters"]
+    # the loaded model: the same weights bit for bit, its own modules, trainable as before
+    after = dict(lm.model.named_parameters())
+    assert after.keys() == before.keys() and all(torch.equal(after[n], before[n]) for n in before)
+    assert [type(m) for m in lm.model.modules()] == modules
+    assert {name: p.requires_grad for name, p in after.items()} == flags
+    assert lm.model.config.use_cache is not False  # the Trainer's use_cache=False went to the copy's config
+    assert {m.tags["epoch"] for m in result.metrics} == {"0", "1"}
+    assert [m.value for m in result.metrics if m.name == "epsilon" and m.tags["epoch"] == "1"][0] > 0
+    # the same settings from the command line: the same numbers (seeded), the settings recorded and marked
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(tiny_lm), *TINY, "--finetune-method", "lora", "--lora-rank", "4",
+                 "--learning-rate", "0.01", "--output-path", str(out)]) == 0
+    [path] = out.glob("*.json")
+    results = load_results(path)
+    entry = results.task("privacy_extraction")
+    assert [(m.name, m.tags, m.value) for m in entry.metrics] == [(m.name, m.tags, m.value) for m in result.metrics]
+    assert entry.config == config.model_dump(mode="json")
+    assert entry.config["finetune_method"] == "lora" and entry.config["lora_target_modules"] == ["all-linear"]
+    board = BoardEntry(results.model.name, results.model.identity, results.model.kind, entry, 1)
+    assert {"finetune_method=lora", "lora_rank=4", "lora_target_modules=all-linear"} <= set(board.changed_settings)
+
+
+def test_lora_settings_need_the_lora_method():
+    from harness.run.runner import build_config
+
+    with pytest.raises(UserError, match="--lora-rank: .*needs --finetune-method lora"):
+        build_config(PrivacyExtraction, {"lora_rank": "4"})
+    assert build_config(PrivacyExtraction, {"finetune_method": "lora", "lora_rank": "4"}).lora_rank == 4
+
+
+# ---------------------------------------------------------------- the config hash
+
+
+def test_full_fine_tuning_keeps_its_config_and_hash():
+    """The method's settings are in a config's dump only with LoRA: a default (full) config dumps and
+    hashes as before they existed, and the committed files' configs are rebuilt to what they record."""
+    from harness.core.results import load_results
+    from harness.run.runner import EvaluateOptions, changed_settings, config_hash, settings_hash
+
+    config = PrivacyConfig()
+    assert config.model_dump(mode="json") == {
+        "n_unique": 200, "n_persons": 100, "data_seed": 0, "epochs": [4, 8], "learning_rate": 0.0001,
+        "finetune_batch_size": 8, "finetune_seed": 42, "finetune_seeds": 3, "max_source_tokens": 30,
+        "max_target_tokens": 70}
+    # the hashes of before these settings (commit bd29a90)
+    assert config_hash(config, EvaluateOptions(), "float32") == "2bdeeab0373d7c07"
+    assert config_hash(config, EvaluateOptions(limit=3), "float32", None, 2) == "ba73a1da5ae8c428"
+    lora = PrivacyConfig(finetune_method="lora")
+    assert set(lora.model_dump(mode="json")) - set(config.model_dump(mode="json")) == set(privacy.METHOD_FIELDS)
+    assert config_hash(lora, EvaluateOptions(), "float32") != "2bdeeab0373d7c07"
+    committed = 0
+    for path in sorted(SUBMISSIONS.glob("*.json")):
+        results = load_results(path)
+        entry = next((e for e in results.tasks if e.name == "privacy_extraction" and e.status == "ok"), None)
+        if entry is None:
+            continue
+        committed += 1
+        rebuilt = PrivacyConfig(**entry.config)
+        assert rebuilt.model_dump(mode="json") == entry.config, path.name
+        assert settings_hash(rebuilt.model_dump(mode="json"), results.run.limit, results.run.seed, results.model.dtype,
+                             None, PrivacyExtraction.LIMIT_VERSION) == entry.config_hash, path.name
+        if entry.changed_settings is not None:
+            assert changed_settings(rebuilt) == entry.changed_settings, path.name
+    assert committed >= 4  # t5-ref, t5-ref-sparse70, SmolLM2, gemma-3-270m
