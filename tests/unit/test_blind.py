@@ -71,6 +71,16 @@ def test_best_cutoff_and_cross_validated_dates():
     assert all(2005 <= c <= 2010 for c in cutoffs)
 
 
+def test_the_most_frequent_terms_break_ties_by_the_term():
+    """Counts: the 3, cat 2, dog 2, sat 1, mat 1: the top 3 at a tie take `cat` and `dog` over nothing
+    else, the top 2 take `cat` (before `dog`) beside `the`, laid out alphabetically; on any machine."""
+    texts = ["the cat sat", "the dog", "the cat dog mat"]
+    assert b.most_frequent_terms(texts, 2) == ["cat", "the"]
+    assert b.most_frequent_terms(texts, 3) == ["cat", "dog", "the"]
+    assert b.most_frequent_terms(texts, 4) == ["cat", "dog", "mat", "the"]
+    assert b.most_frequent_terms(texts, None) is None
+
+
 def test_a_chosen_cutoff_is_a_plausible_year():
     """Four-digit numbers outside 1970 to 2030 are no candidate cutoffs (a count, 4953; a far future, 2046),
     though they still count as a text's latest year, as Das et al. read it: here the members hold
