@@ -172,7 +172,7 @@ def finite_only(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 5
+    VERSION = 6
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})

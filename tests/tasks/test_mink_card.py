@@ -35,7 +35,7 @@ def card_table(first_header: str) -> tuple[list[str], list[list[str]]]:
     return [cell.strip() for cell in lines[start].strip().strip("|").split("|")], rows
 
 
-# The attacks compute what they computed in this version (the changelog: v5 changed the blind baselines only).
+# The attacks compute what they computed in this version (the changelog: v5 and v6 changed the blind baselines only).
 ATTACKS_SINCE = 4
 
 
