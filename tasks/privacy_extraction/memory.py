@@ -35,7 +35,7 @@ from typing import Sequence
 
 import torch
 
-from harness.scoring import distributed
+from harness.scoring import budgets, distributed
 
 ACTIVATION_VALUES = 17  # C: values kept per token, layer and hidden unit (Korthikanti et al. 2022)
 LOGIT_COPIES = 3  # K: float32 arrays of batch × positions × vocabulary (logits, log-softmax, gradient)
@@ -207,9 +207,8 @@ def device_memory(device: torch.device) -> DeviceMemory | None:
     elsewhere), no more than the cgroup (v2) still allows, shared out among the processes a
     data-parallel launcher started on this machine. None where neither can be read."""
     if device.type == "cuda":
-        free, total = torch.cuda.mem_get_info(device)
-        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return DeviceMemory(str(device), free + cached, total, "torch.cuda.mem_get_info")
+        return DeviceMemory(str(device), budgets.free_bytes(device), budgets.total_bytes(device),
+                            "torch.cuda.mem_get_info")
     if device.type != "cpu":
         return None
     info = _meminfo()
