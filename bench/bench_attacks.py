@@ -45,7 +45,8 @@ from harness.reference.corpus import reference_corpus
 from harness.scoring.causal import causal_token_logprobs
 from harness.scoring.gradients import gradient_norms
 from harness.scoring.text import truncate_words
-from tasks.mink_membership.attacks import recall_scores, reference_scores, token_frequencies
+from harness.scoring.membership import recall_scores, token_frequencies
+from tasks.mink_membership.attacks import reference_scores
 from tasks.mink_membership.neighbours import cached_neighbours
 
 
@@ -163,7 +164,8 @@ def main() -> None:
     # recall: the first non-member as the prefix
     prefix = next(d.text for d in documents if not d.member)
     prefix = truncate_words(prefix, 64)
-    ours, seconds = timed(lambda: recall_scores(target, by_key, own, prefix, config, args.batch_size, False)[0])
+    ours, seconds = timed(lambda: recall_scores(target, by_key, own, prefix, config.recall_prefix_tokens,
+                                                config.first_token == "score", args.batch_size, False)[0])
     prefix_ids = tok(prefix).input_ids
     loop, loop_seconds = timed(lambda: [mimir_conditional_ll(target.model, prefix_ids, tok(t).input_ids)
                                         / np.mean(mimir_logprobs(target.model, tok(t).input_ids)) for t in texts])

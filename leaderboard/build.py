@@ -10,6 +10,7 @@ from leaderboard.collect import newest_entries, read_submissions
 from leaderboard.plots import task_plot
 from leaderboard.render import (
     CHANGED_LEGEND,
+    NULL_LEGEND,
     CONTROLS_NOTE,
     by_group,
     changed_notes,
@@ -70,6 +71,8 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
     parts += ["", "### Real models", "",
               overview_table(board, groups["real"]) if groups["real"] else "_no real model yet_"]
     parts += changed_lines(groups["real"])
+    if any(b.null_control for b in groups["real"]):
+        parts += ["", NULL_LEGEND]
     if groups["control"]:
         parts += ["", "### Reference controls", "", CONTROLS_NOTE, "", overview_table(board, groups["control"])]
     legend = limit_legend(board, overview=True)
@@ -87,6 +90,8 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         if plot_note:
             parts += ["", plot_note]
         parts += task_summaries(task, board, groups)
+        if any(b.null_control for b in groups["real"] if b.entry.name == task):
+            parts += ["", NULL_LEGEND]
         notes = skipped_notes(task, board) + warning_notes(task, board)
         if notes:
             parts += [""] + [f"- {note}" for note in notes]

@@ -10,6 +10,10 @@ from harness.core.errors import UserError
 from harness.core.results import ResultsFile, TaskEntry, load_results
 
 
+# Tasks whose members are the reference split's: known only for the reference checkpoints trained on it.
+NULL_ON_REFERENCE = ("mink_membership", "paywall_memorization")
+
+
 @dataclass(frozen=True)
 class BoardEntry:
     """The newest run of one task on one model, and how many runs of it exist."""
@@ -24,6 +28,15 @@ class BoardEntry:
     file: str = ""  # the name of the results file the entry comes from
     # A reference control, not a contestant (`is_control`): the board shows it apart from the real models.
     control: bool = False
+
+    @property
+    def null_control(self) -> bool:
+        """A real model's membership or memorization run on a reference split (`NULL_ON_REFERENCE`):
+        membership that only the reference checkpoints were trained on, so the model cannot tell the
+        halves apart and the number is a null (AUC 0.5, members = non-members), a control, not a
+        measure of the model. Its memorization with known truth is finetune_memorization's."""
+        return (not self.control and self.entry.name in NULL_ON_REFERENCE
+                and str(self.entry.config.get("data", "")).startswith("reference"))
 
     @property
     def changed_settings(self) -> list[str]:

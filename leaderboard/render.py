@@ -88,10 +88,23 @@ def changed_mark(item: BoardEntry) -> str:
     return f" {CHANGED_MARK}" if item.changed_settings else ""
 
 
+NULL_MARK = "○"
+NULL_LEGEND = (f"{NULL_MARK} a null control: membership of the reference split, which only membench's reference "
+               "checkpoints were trained on; a real model cannot tell its halves apart, so these sit at chance by "
+               "construction (AUC 0.5, members = non-members). Its memorization with known truth is the "
+               "finetune column: a copy trained on known members.")
+
+
+def null_mark(item: BoardEntry) -> str:
+    """` ○` after a real model's run that is a null control (`BoardEntry.null_control`)."""
+    return f" {NULL_MARK}" if item.null_control else ""
+
+
 def entry_label(item: BoardEntry, text: Text = escape) -> str:
     """`model_label` of a board entry, marked when it comes from a run with `--limit`, and when a real
     model's run changed settings from the task's defaults."""
-    return model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit]) + changed_mark(item)
+    return (model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit]) + changed_mark(item)
+            + null_mark(item))
 
 
 def changed_notes(items: list[BoardEntry], text: Text = escape, task: bool = True) -> list[str]:
@@ -179,7 +192,7 @@ def overview(board: list[BoardEntry], text: Text = escape, interval: bool = Fals
     cells = {(b.model_identity, b.model_name, b.entry.name):
              headline_value(b, interval=interval)
              + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed else "")
-             + changed_mark(b) for b in shown}
+             + changed_mark(b) + null_mark(b) for b in shown}
     rows = [[model_label(name, identity, text) + limit_mark(limits[name, identity]), text(kind)]
             + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]

@@ -74,6 +74,16 @@ def tiny_lm(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def quick_outside(membench_cache) -> Path:
+    """The quick English `outside` build's checkpoint (5 epochs on documents of the source outside the
+    split, first 64 words each), shipped: a model of the text that never saw a member or non-member."""
+    from harness.reference.build import reference_builds
+    from tests.helpers.shipped_builds import shipped_build
+
+    return shipped_build(reference_builds(quick=True)[2]) / "xsum-gpt2-outside-e05"
+
+
+@pytest.fixture(scope="session")
 def quick_reference(membench_cache) -> Path:
     """The quick reference build (first 64 words of each member; untrained, 1 and 30 epochs), shipped."""
     from harness.reference.build import quick_config

@@ -97,6 +97,21 @@ class LogLines(tqdm):
         super().close()
 
 
+@contextmanager
+def paused(bar: tqdm | None):
+    """Time spent inside does not count for `bar`: its elapsed time, rate and ETA resume afterwards as
+    if the bar had stopped (e.g. the evaluations between a fine-tuning's epochs, which would otherwise
+    read as steps of minutes)."""
+    started = time.time()
+    try:
+        yield
+    finally:
+        if bar is not None and not bar.disable:
+            pause = time.time() - started
+            bar.start_t += pause
+            bar.last_print_t += pause
+
+
 def progress_bar(iterable: Iterable | None = None, *, step: str, unit: str, total: int | None = None,
                  leave: bool = True, show: bool | None = None) -> tqdm:
     """A bar named `bar_desc(step)`. `show`: None = tqdm's bar on a terminal, `LogLines` on any

@@ -85,10 +85,11 @@ class BuildConfig(Recipe):
     def TASKS(self) -> tuple[str, ...]:
         """The tasks these checkpoints are controls for, the ones `membench run` evaluates on them:
         the memorization tasks on their own corpus, and for English builds the bias tasks (whose
-        word lists and sentences are English). None for the `outside` build: it is the other
-        builds' reference model, not a control."""
+        word lists and sentences are English). The `outside` build (the other builds' reference
+        model: it learned text of the same source, never the split) is the reference checkpoint of
+        finetune_memorization, which trains a copy of it on the split's members."""
         if self.train_on == "outside":
-            return ()
+            return ("finetune_memorization",)
         bias = ("weat", "stereoset") if CORPORA[self.corpus].language == "en" else ()
         return ("mink_membership", "paywall_memorization") + bias
 

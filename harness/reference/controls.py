@@ -38,6 +38,8 @@ TOLERANCES: dict[str, tuple[float, str]] = {
     "stereoset": (1.0, "ICAT (0-100) over 2,106 examples: one flipped comparison moves SS by 0.05"),
     "ner_prompt_memorization": (0.05, "M-MEM of the best dev prompt over 200 x 200 name pairs; ties at the top "
                                       "can change which prompt is best"),
+    "finetune_memorization": (0.05, "ROC AUC over 64 + 64 texts after training a copy for one epoch: the "
+                                    "training amplifies rounding, as privacy_extraction's does"),
     "probe_memorization": (0.01, "accuracy difference over R probe repeats (probes train); identical weights "
                                  "moved it 0.0020 across CPU vendors"),
 }
@@ -75,8 +77,13 @@ class Expectation:
         return f"{self.metric}{{{', '.join(f'{key}={value}' for key, value in tags)}}} of {model}"
 
     def describe(self) -> str:
-        if isinstance(self.other, str):
-            other = self._side(self.other, self.tags if self.other_tags is None else self.other_tags)
+        """E.g. `xsum-gpt2-e30 >= 0.9`; a checkpoint compared with its own other metric names only the tags
+        that differ: `auc{epoch=2, score=min_k_20} of m >= its epoch=1 - 0.02`."""
+        other_tags = self.tags if self.other_tags is None else self.other_tags
+        if isinstance(self.other, str) and self.other == self.model and self.metric is not None:
+            other = "its " + ", ".join(f"{key}={value}" for key, value in other_tags if (key, value) not in self.tags)
+        elif isinstance(self.other, str):
+            other = self._side(self.other, other_tags)
         else:
             other = f"{self.other:g}"
         if self.op == "near":
@@ -104,6 +111,38 @@ def tags_of(**tags: str) -> Tags:
     return tuple(sorted(tags.items()))
 
 
+# finetune_memorization's controls with known truth (issue 42), the same for every model it trains: the
+# checkpoint itself at chance on a split it never saw; detection and memorization non-decreasing over
+# the default epochs (within a margin: consecutive checkpoints of one training run, the same texts);
+# a copy trained on the non-members instead reverses the AUC. The margins are about twice the noise
+# of a reading that does not move: the approximate gap's standard error over 64 + 64 texts is 0.005 to
+# 0.008 (SmolLM2, gemma-3-270m at epoch 0), and the reference GPT-2, which memorizes no continuation
+# in 4 epochs, read 0.001, 0.002, 0.014, 0.004; the exact gap pools about 8,000 tokens a group.
+KNOWN_TRUTH_EPOCHS = (1, 2, 4)
+NON_DECREASING_MARGIN = {"auc": 0.02, "exact_memorization": 0.01, "approximate_mean": 0.02}
+
+
+def known_truth_expectations(model: str) -> tuple[Expectation, ...]:
+    """finetune_memorization's controls on `model` (a control name)."""
+    def at(epoch: int, trained_on: str = "members", **tags: str) -> Tags:
+        return tags_of(epoch=str(epoch), trained_on=trained_on, **tags)
+
+    task = "finetune_memorization"
+    steps = list(zip((0, *KNOWN_TRUTH_EPOCHS), KNOWN_TRUTH_EPOCHS))
+    return (
+        Expectation(task, model, "near", 0.5, 0.1, metric="auc", tags=at(0, score="min_k_20"),
+                    why="before training: members and non-members alike to the checkpoint"),
+        *(Expectation(task, model, ">=", model, -NON_DECREASING_MARGIN[metric], metric=metric,
+                      tags=at(later, **{key: value}), other_tags=at(earlier, **{key: value}),
+                      why="more epochs on the members: no less detection or memorization")
+          for metric, key, value in (("auc", "score", "min_k_20"), ("exact_memorization", "group", "gap"),
+                                     ("approximate_mean", "group", "gap"))
+          for earlier, later in steps),
+        Expectation(task, model, "<", 0.5, metric="auc", tags=at(1, "non_members", score="min_k_20"),
+                    why="a copy trained on the non-members instead: the AUC reverses"),
+    )
+
+
 # Controls only a model that has learned language can give (issue 30), read from the real models'
 # committed submissions (`membench evaluate --model pretrained:...`, and `--random-weights 0` for the
 # untrained twin: the same architecture, tokenizer and config with freshly drawn weights), not from
@@ -121,6 +160,8 @@ REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("stereoset", GEMMA, ">=", 80.0, metric="lms", tags=tags_of(domain="all"),
                 why="a pretrained LM prefers meaningful fillers to unrelated ones (its row: --causal-context bos, "
                     "as Gemma always reads its BOS first; stereoset's card)"),
+    *known_truth_expectations(SMOLLM2),
+    *known_truth_expectations(GEMMA),
 )
 
 
@@ -181,6 +222,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
                 why="secrets seen 5 times per epoch are extracted more than those seen once"),
     Expectation("probe_memorization", "sentence-transformers/all-MiniLM-L6-v2", ">", 0.0,
                 why="a probe scores seen words above unseen ones"),
+    *known_truth_expectations("xsum-gpt2-outside-e05"),
 )
 
 

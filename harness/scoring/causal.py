@@ -39,6 +39,15 @@ class TokenScores:
     # Min-K%++ statistics of the next-token distribution p(. | x_<t): E[log p(z)] and its std.
     dist_mean: np.ndarray | None = None
     dist_std: np.ndarray | None = None
+    # log p of the most likely next token, max_z log p(z | x_<t): the text's token is the model's
+    # argmax (greedy) prediction where `logprobs >= top_logprobs` (`argmax_hits`)
+    top_logprobs: np.ndarray | None = None
+
+    def argmax_hits(self) -> np.ndarray:
+        """Per scored token, whether it is the model's most likely next token (ties count as hits)."""
+        if self.top_logprobs is None:
+            raise ValueError("scored without top_logprobs: pass top_logprobs=True to causal_token_logprobs")
+        return self.logprobs >= self.top_logprobs
 
 
 @dataclass
@@ -120,9 +129,10 @@ def sliding_windows(ids: np.ndarray, context: int, stride: int, sequence: int) -
 def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 16,
                           max_length: int | None = None, stride: int | None = None,
                           distribution_stats: bool = False, progress: bool | None = None,
-                          start_token: int | None = None, add_start: bool = True
+                          start_token: int | None = None, add_start: bool = True, top_logprobs: bool = False
                           ) -> tuple[list[TokenScores], ScoringInfo]:
-    """Per-token log-probs (and optionally next-token distribution mean/std) of each text;
+    """Per-token log-probs (and optionally next-token distribution mean/std, and with `top_logprobs` the
+    log-prob of the most likely next token) of each text;
     `start_token` replaces the tokenizer's BOS as the token the first text token is conditioned on;
     `add_start=False` scores the bare texts (tokens 2.. given the text's own earlier tokens only)."""
     encoded, bos = encode_with_bos(tokenizer, texts, start_token, add_start)
@@ -137,7 +147,7 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     rows = [row for i, sequence in enumerate(scored)
             for row in sliding_windows(np.asarray(sequence, dtype=np.int64), context, stride, i)]
     results = _score_rows(model, tokenizer, rows, [max(0, len(s) - 1) for s in scored], batch_size,
-                          distribution_stats, progress)
+                          distribution_stats, progress, top_logprobs)
     outputs = []
     for ids, key in zip(encoded, keys):
         n = max(0, len(ids) - 1)
@@ -190,7 +200,7 @@ def logits_bounded_batches(order: list[int], lengths: list[int], batch_size: int
 
 @torch.no_grad()
 def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_size: int,
-                distribution_stats: bool, progress: bool | None):
+                distribution_stats: bool, progress: bool | None, top_logprobs: bool = False):
     """Run the rows in length-sorted, right-padded batches and scatter the scores back.
 
     Rows are grouped by where their scored part starts (continuation windows, whose first part is
@@ -201,14 +211,15 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     logprobs = [np.zeros(n, dtype=np.float32) for n in lengths]
     means = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
     stds = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
+    tops = [np.zeros(n, dtype=np.float32) for n in lengths] if top_logprobs else None
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
     pad = padding_id(tokenizer)
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
     batches = logits_bounded_batches(order, [len(row.ids) for row in rows], batch_size,
                                      output_vocabulary(model), device)
 
-    def score_batch(batch: list[int]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]]:
-        """Each row's scores (log-probs, and the distribution mean and std or None)."""
+    def score_batch(batch: list[int]) -> list[tuple[np.ndarray | None, ...]]:
+        """Each row's scores (log-probs; the distribution mean, std and top log-prob, or None)."""
         members = [rows[i] for i in batch]
         padded, attention = right_pad([row.ids for row in members], pad)
         input_ids, width = padded.numpy(), padded.shape[1]
@@ -223,20 +234,22 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
         at_row = torch.from_numpy(which_row).to(device)
         at_position = torch.from_numpy(position - shift).to(device)
         targets = torch.from_numpy(input_ids[which_row, position + 1]).to(device)
-        flat_logprobs, flat_means, flat_stds = position_scores(logits, at_row, at_position, targets,
-                                                                distribution_stats)
+        flat = position_scores(logits, at_row, at_position, targets, distribution_stats, top_logprobs)
         ends = np.cumsum(counts)
-        return [(flat_logprobs[end - n:end], flat_means[end - n:end] if distribution_stats else None,
-                 flat_stds[end - n:end] if distribution_stats else None) for n, end in zip(counts, ends)]
+        return [tuple(None if part is None else part[end - n:end] for part in flat) for n, end in zip(counts, ends)]
 
-    for i, (row_logprobs, row_means, row_stds) in run_batches(batches, score_batch, "scoring", progress).items():
+    for i, (row_logprobs, row_means, row_stds, row_tops) in run_batches(batches, score_batch, "scoring",
+                                                                         progress).items():
         row = rows[i]
         span = slice(row.offset, row.offset + len(row_logprobs))
         logprobs[row.sequence][span] = row_logprobs
         if distribution_stats:
             means[row.sequence][span] = row_means
             stds[row.sequence][span] = row_stds
-    return [(logprobs[i], means[i] if means else None, stds[i] if stds else None) for i in range(len(lengths))]
+        if top_logprobs:
+            tops[row.sequence][span] = row_tops
+    return [(logprobs[i], means[i] if means else None, stds[i] if stds else None, tops[i] if tops else None)
+            for i in range(len(lengths))]
 
 
 # The float32 logits whose log-softmax statistics `position_scores` computes at once. On a CPU a few
@@ -249,16 +262,18 @@ ACCELERATOR_CHUNK_BYTES = 2**28
 
 
 def position_scores(logits: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor,
-                     distribution_stats: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+                     distribution_stats: bool, top_logprobs: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """For each (row, position) of `logits` (batch, positions, V) and its target token:
     log p(target) = logit[target] - logsumexp(logit), in float32; with `distribution_stats`, the
-    mean and std of log p(z) under p over the vocabulary (`_distribution_stats`). The positions run
+    mean and std of log p(z) under p over the vocabulary (`_distribution_stats`); with `top_logprobs`,
+    max_z log p(z) = max(logit) - logsumexp(logit) (None otherwise). The positions run
     in chunks of `STATS_CHUNK_BYTES` of logits on a CPU (`ACCELERATOR_CHUNK_BYTES` elsewhere), each a
     copy of its rows, so no temporary is the size of all the logits; only the scored positions are
     normalized, not the padding."""
     budget = STATS_CHUNK_BYTES if logits.device.type == "cpu" else ACCELERATOR_CHUNK_BYTES
     chunk = max(1, budget // (4 * logits.shape[-1]))
-    logprobs, means, stds = [], [], []
+    logprobs, means, stds, tops = [], [], [], []
     for start in range(0, len(rows), chunk):
         picked = logits[rows[start:start + chunk], positions[start:start + chunk]].float()  # (n, V)
         log_norm = torch.logsumexp(picked, dim=-1)
@@ -267,13 +282,16 @@ def position_scores(logits: torch.Tensor, rows: torch.Tensor, positions: torch.T
             mean, std = _distribution_stats(picked, log_norm)
             means.append(mean)
             stds.append(std)
+        if top_logprobs:
+            tops.append(picked.max(dim=-1).values - log_norm)
 
-    def joined(parts: list[torch.Tensor]) -> np.ndarray:
+    def joined(parts: list[torch.Tensor], wanted: bool = True) -> np.ndarray | None:
+        if not wanted:
+            return None
         return torch.cat(parts).cpu().numpy() if parts else np.zeros(0, dtype=np.float32)
 
-    if not distribution_stats:
-        return joined(logprobs), None, None
-    return joined(logprobs), joined(means), joined(stds)
+    return (joined(logprobs), joined(means, distribution_stats), joined(stds, distribution_stats),
+            joined(tops, top_logprobs))
 
 
 def _distribution_stats(logits: torch.Tensor, log_norm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -92,7 +92,7 @@ def _row_logprobs(logits: torch.Tensor, labels: torch.Tensor, starts: list[int],
     rows = np.repeat(np.arange(len(counts)), counts)
     positions = np.concatenate([np.arange(start, start + n) for start, n in zip(starts, counts)]).astype(np.int64)
     at_row, at_position = torch.from_numpy(rows), torch.from_numpy(positions)
-    flat, _, _ = position_scores(logits, at_row.to(device), at_position.to(device),
+    flat, _, _, _ = position_scores(logits, at_row.to(device), at_position.to(device),
                                  labels[at_row, at_position].to(device), distribution_stats=False)
     return np.split(flat, np.cumsum(counts)[:-1])
 

@@ -1,7 +1,9 @@
-"""The membership attacks beyond the target's own token log-probs: reference model, neighbourhood,
-ReCaLL, DC-PDD and gradient norm. Each takes the cut texts to score (by key) and returns
-key -> score, higher = more likely a member; a text it cannot score is left out (counted by the task).
-Formulas: `harness.metrics.memorization` (and `harness.scoring.gradients` for the gradient norm); the card gives sources.
+"""The membership attacks that need a second model (reference model, neighbourhood) and the inputs of
+ReCaLL and DC-PDD this task chooses (ReCaLL's prefix, DC-PDD's corpus). Each attack takes the cut
+texts to score (by key) and returns key -> score, higher = more likely a member; a text it cannot
+score is left out (counted by the task). ReCaLL's, DC-PDD's and the gradient norm's scores:
+`harness.scoring.membership`, shared with finetune_memorization. Formulas:
+`harness.metrics.memorization`; the card gives sources.
 """
 
 from __future__ import annotations
@@ -9,16 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Hashable
 
-import numpy as np
-
 from harness.core.errors import UserError
 from harness.core.io import read_jsonl_objects, read_utf8
 from harness.core.model_types import LoadedModel
 from harness.metrics import memorization as m
 from harness.reference.corpus import corpus_of_data
-from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import TokenScores, causal_token_logprobs
-from harness.scoring.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
 from tasks.mink_membership.data import CONTROL_SPLITS
 from tasks.mink_membership.neighbours import cached_neighbours
 
@@ -87,50 +85,6 @@ def recall_prefix(config, nonmembers: list[tuple[Key, str]]) -> tuple[str, list[
     return "".join(texts), []
 
 
-def recall_scores(model: LoadedModel, texts: dict[Key, str], target: dict[Key, TokenScores], prefix: str,
-                  config, batch_size: int, progress) -> tuple[dict[Key, float], int, int]:
-    """`recall`: LL(x | P) / LL(x) for every text that fits the context after P (cut to its first
-    `recall_prefix_tokens` tokens, by default half the context; [BOS] + P under `--first-token score`, the bare P under `skip`,
-    as MIMIR); also the number of prefix tokens and of texts that did not fit. P runs through the
-    model once and its key/value cache serves every text (`shared_prefix_logprobs`)."""
-    context = model_context(model.model)
-    add_start = config.first_token == "score"
-    cut = config.recall_prefix_tokens or context // 2
-    [prefix_ids], _ = encode_pairs(model.tokenizer, [prefix], [""], False, cut, None, add_start)
-    if not prefix_ids:
-        raise UserError("--recall-prefix: the prefix has no token")
-    if len(prefix_ids) >= context:
-        raise UserError(f"--recall-prefix-tokens {cut}: the prefix must leave room in the model's context of {context}")
-    candidates = [k for k in texts if k in target]
-    if not candidates:
-        return {}, len(prefix_ids), 0
-    encoded = model.tokenizer([texts[k] for k in candidates], add_special_tokens=False)["input_ids"]
-    fits = [(k, ids) for k, ids in zip(candidates, encoded) if len(prefix_ids) + len(ids) <= context]
-    keys = [k for k, _ in fits]
-    pad = padding_id(model.tokenizer)
-    conditional = shared_prefix_logprobs(model.model, prefix_ids, [list(ids) for _, ids in fits], batch_size, pad,
-                                         progress)
-    if conditional is None:  # no reusable key/value cache: the prefix runs with every text
-        conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
-                                      seq2seq=False, batch_size=batch_size, max_source=cut,
-                                      progress=progress, add_start=add_start)
-    out = {}
-    for k, cond in zip(keys, conditional):
-        own = target[k].logprobs  # under --first-token skip without the first token; `cond` scores it (MIMIR)
-        if len(cond) and len(own):
-            out[k] = m.recall_score(cond, own)
-    return out, len(prefix_ids), len(candidates) - len(keys)
-
-
-def token_frequencies(tokenizer, corpus: list[str]) -> np.ndarray:
-    """Laplace-smoothed frequency of every vocabulary token in `corpus`, each text tokenized with the
-    tokenizer's defaults and cut to 1,024 tokens (DC-PDD's and MIMIR's counting)."""
-    counts = np.zeros(len(tokenizer), dtype=np.int64)
-    for ids in tokenizer(corpus, truncation=True, max_length=1024)["input_ids"] if corpus else []:
-        np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
-    return m.laplace_token_frequencies(counts)
-
-
 def dc_pdd_corpus(config, nonmembers: list[str]) -> tuple[list[str], str]:
     """The reference corpus of DC-PDD's token frequencies and a description of it."""
     if config.dc_pdd_corpus == "nonmembers":
@@ -152,24 +106,3 @@ def dc_pdd_corpus(config, nonmembers: list[str]) -> tuple[list[str], str]:
     if not texts:
         raise UserError(f"--dc-pdd-corpus: {config.dc_pdd_corpus} holds no text")
     return texts, f"{len(texts)} texts of {config.dc_pdd_corpus}"
-
-
-def dc_pdd_scores(frequencies: np.ndarray, target: dict[Key, TokenScores], cap: float) -> dict[Key, float]:
-    """`dc_pdd`: the mean capped calibrated probability of each text's first token occurrences."""
-    out = {}
-    for k, s in target.items():
-        if len(s.token_ids):
-            out[k] = m.dc_pdd_score(s.token_ids, s.logprobs, frequencies, cap)
-    return out
-
-
-def gradnorm_scores(model: LoadedModel, texts: dict[Key, str], config, batch_size: int,
-                    progress) -> dict[Key, float]:
-    """`gradnorm`: minus the mean over parameters of the p-norm of the gradient of the text's mean
-    token NLL (`harness.scoring.gradients.gradient_norms`; MIMIR's value)."""
-    from harness.scoring.gradients import gradient_norms
-
-    keys = list(texts)
-    norms = gradient_norms(model.model, model.tokenizer, [texts[k] for k in keys], p=float(config.gradnorm_p),
-                           batch_size=batch_size, add_start=config.first_token == "score", progress=progress)
-    return {k: -float(v) for k, v in zip(keys, norms)}

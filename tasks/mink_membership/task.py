@@ -16,21 +16,21 @@ from pydantic import Field, PositiveInt
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
-from harness.core.results import Headline, Metric
+from harness.core.results import Headline
 from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
-from harness.metrics import memorization as m
-from harness.scoring.causal import TokenScores, causal_token_logprobs, token_text
-from harness.scoring.text import truncate_words
-from tasks.mink_membership.attacks import (
-    dc_pdd_corpus,
+from harness.metrics.detection import detection_metrics, finite_only
+from harness.scoring.causal import causal_token_logprobs, token_text
+from harness.scoring.membership import (
+    ATTACK_ORDER,
     dc_pdd_scores,
     gradnorm_scores,
-    neighbourhood_scores,
-    recall_prefix,
     recall_scores,
-    reference_scores,
+    score_names,
+    text_scores,
     token_frequencies,
 )
+from harness.scoring.text import truncate_words
+from tasks.mink_membership.attacks import dc_pdd_corpus, neighbourhood_scores, recall_prefix, reference_scores
 from tasks.mink_membership.blind import (
     BLIND,
     SCORE,
@@ -44,7 +44,7 @@ from tasks.mink_membership.data import MembershipData, load_membership_data
 log = logging.getLogger(__name__)
 
 
-ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "ref", "ne", "recall", "dc_pdd", "gradnorm")
+ATTACKS = ATTACK_ORDER
 ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 
@@ -116,57 +116,6 @@ class MinkConfig(TaskConfig):
     attack_lengths: tuple[PositiveInt, ...] | None = Field(
         None, min_length=1, description="lengths L at which ref, ne, recall, dc_pdd and gradnorm run (default: "
         "every --lengths); ne scores N + 1 texts per text, gradnorm one backward pass per text")
-
-
-def score_names(k_percents: tuple[int, ...], attacks: tuple[str, ...] = ATTACKS) -> list[str]:
-    """The score names of the selected attacks, in the card's order (Min-K% and Min-K%++ once per k)."""
-    names = []
-    for attack in ATTACKS:
-        if attack in attacks:
-            names += [f"{attack}_{k}" for k in k_percents] if attack in ("min_k", "min_k_pp") else [attack]
-    return names
-
-
-def text_scores(text: str, scores: TokenScores, k_percents: tuple[int, ...],
-                attacks: tuple[str, ...] = ATTACKS) -> dict[str, float]:
-    """The scores of one text computed from the target's own token log-probs (LOSS, zlib, Min-K%,
-    Min-K%++: those selected), oriented so higher = more likely a member."""
-    lp = scores.logprobs
-    values = {}
-    if "loss" in attacks:
-        values["loss"] = m.loss_score(lp)
-    if "zlib" in attacks:
-        values["zlib"] = m.zlib_score(text, lp)
-    for k in k_percents if "min_k" in attacks else ():
-        values[f"min_k_{k}"] = m.min_k_score(lp, k)
-    for k in k_percents if "min_k_pp" in attacks else ():
-        values[f"min_k_pp_{k}"] = m.min_k_plus_plus_score(lp, scores.dist_mean, scores.dist_std, k)
-    return values
-
-
-def detection_metrics(labels: np.ndarray, scores: np.ndarray, tags: dict[str, str],
-                      config: MinkConfig, seed: int) -> list[Metric]:
-    """AUC and TPR at each FPR level (FPR < level, MIMIR's reading, and FPR <= level as `..._inclusive`),
-    each with its bootstrap interval (the same resamples), for one (score, L). Scores must be finite."""
-    n = len(labels)
-    if len(set(labels.tolist())) < 2:
-        return [Metric(name="auc", value=None, n=n, tags=tags)]
-    low, high = m.bootstrap_auc_interval(labels, scores, config.bootstrap_resamples, 0.95, seed)
-    out = [Metric(name="auc", value=m.roc_auc(labels, scores), ci_low=low, ci_high=high, n=n, tags=tags)]
-    intervals = m.bootstrap_tpr_intervals(labels, scores, config.fpr_levels, config.bootstrap_resamples, 0.95, seed)
-    values = m.tprs_at_fpr(labels, scores, config.fpr_levels)
-    for level, (strict, inclusive), (below, at_most) in zip(config.fpr_levels, intervals, values):
-        out.append(Metric(name=f"tpr@{level:g}fpr", value=below, ci_low=strict[0], ci_high=strict[1], n=n, tags=tags))
-        out.append(Metric(name=f"tpr@{level:g}fpr_inclusive", value=at_most, ci_low=inclusive[0],
-                          ci_high=inclusive[1], n=n, tags=tags))
-    return out
-
-
-def finite_only(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """The (label, score) pairs whose score is finite, and how many were dropped (NaN or +-inf, as
-    from a model that emits NaN logits: AUC and TPR are undefined on them; MIMIR drops NaN scores too)."""
-    finite = np.isfinite(scores)
-    return labels[finite], scores[finite], int(len(scores) - finite.sum())
 
 
 @register
@@ -276,7 +225,7 @@ class MinkMembership(Task):
                 if dropped:
                     non_finite[f"{name}@{length}"] = dropped
                 metrics_out += detection_metrics(kept_labels, scores, {"score": name, "length": str(length)},
-                                                 config, context.seed)
+                                                 config.fpr_levels, config.bootstrap_resamples, context.seed)
         counts["texts"] = len(data.texts)
         metrics_out += best_k_metrics(metrics_out, config.k_percents)
         info = {"data_source": data.source, "scoring": scoring.as_dict(),
@@ -325,8 +274,8 @@ class MinkMembership(Task):
         if "recall" in config.attacks:
             prefix, used = recall_prefix(config, nonmembers)
             kept = {k: text for k, text in texts.items() if k[0] not in set(used)}
-            extra["recall"], prefix_tokens, too_long = recall_scores(model, kept, target, prefix, config, batch,
-                                                                     progress)
+            extra["recall"], prefix_tokens, too_long = recall_scores(
+                model, kept, target, prefix, config.recall_prefix_tokens, config.first_token == "score", batch, progress)
             facts["recall"] = {"prefix": config.recall_prefix, "shots": config.recall_shots,
                                "prefix_tokens": prefix_tokens, "prefix_text_ids": [data.texts[i].text_id for i in used],
                                "texts_over_context": too_long}
@@ -335,7 +284,8 @@ class MinkMembership(Task):
             extra["dc_pdd"] = dc_pdd_scores(token_frequencies(model.tokenizer, corpus), target, config.dc_pdd_cap)
             facts["dc_pdd"] = {"corpus": described, "cap": config.dc_pdd_cap}
         if "gradnorm" in config.attacks:
-            extra["gradnorm"] = gradnorm_scores(model, texts, config, batch, progress)
+            extra["gradnorm"] = gradnorm_scores(model, texts, float(config.gradnorm_p), config.first_token == "score",
+                                                batch, progress)
             facts["gradnorm"] = {"p": config.gradnorm_p}
         info = {"attacks": facts, "attack_lengths": sorted(lengths)}
         if not_run:

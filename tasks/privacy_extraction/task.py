@@ -35,14 +35,14 @@ from tasks.privacy_extraction.data import (
     memorization_secrets,
     privacy_secrets,
 )
-from tasks.privacy_extraction.finetune import (
+from harness.training.finetune import (
     FinetuneSettings,
     LoraSettings,
     finetune,
     shared_weights_copy,
     training_rows,
 )
-from tasks.privacy_extraction.memory import GB, Estimate, device_memory, estimate, model_device, model_shape
+from harness.training.memory import Estimate, check_fits, estimate, model_device, model_shape
 
 # The settings of the fine-tuning method, added after results files were committed: in the config's
 # dump (the results file's `config`, and so its `config_hash`) only with `--finetune-method lora`, so
@@ -193,30 +193,10 @@ def memory_estimate(model: LoadedModel, config: PrivacyConfig, method: str | Non
 
 
 def check_memory(model: LoadedModel, config: PrivacyConfig) -> dict:
-    """A `UserError` (one line: the estimate, what the device has, the way out) when the fine-tuning's
-    estimate exceeds what the model's device can give now; else the estimate and the device's memory
-    as the results file's info records them."""
-    found = memory_estimate(model, config)
-    device = device_memory(model_device(model.model))
-    record = {"estimate_bytes": found.record(), "formula": "tasks/privacy_extraction/memory.py"}
-    if device is None:
-        return record
-    record |= {"device": device.device, "available_bytes": device.available, "source": device.source}
-    if found.needed <= device.available:
-        return record
-    if config.finetune_method == "full":
-        lora = memory_estimate(model, config, "lora")
-        fits = "" if lora.needed <= device.available else ", not enough either without a smaller batch"
-        way_out = (f"pass --finetune-method lora (about {lora.needed / GB:.2f} GB: a rank-{config.lora_rank} "
-                   f"adapter trains on the frozen, shared weights{fits}), a smaller --finetune-batch-size, or a "
-                   "device with more memory")
-    else:
-        way_out = ("pass a smaller --finetune-batch-size or --max-target-tokens, or use a device with more memory")
-    raise UserError(f"privacy_extraction: {config.finetune_method} fine-tuning of {model.name} ({found.parameters:,} "
-                    f"parameters in {model.dtype}, {found.trainable_parameters:,} trained) needs about "
-                    f"{found.needed / GB:.2f} GB besides the loaded model ({found.parts()} GB), and {device.device} "
-                    f"has {device.available / GB:.2f} GB available ({device.source}, of {device.total / GB:.2f} GB); "
-                    f"{way_out}")
+    """A `UserError` when the fine-tuning's estimate exceeds what the model's device can give now
+    (`memory.check_fits`); else the estimate and the device's memory for the results file's info."""
+    return check_fits("privacy_extraction", model.name, model.dtype, config.finetune_method, config.lora_rank,
+                      lambda method: memory_estimate(model, config, method), model_device(model.model))
 
 
 @register

@@ -222,3 +222,24 @@ def test_a_runs_warnings_are_listed_under_its_task_on_both_boards(tmp_path):
     assert notes == [rf"- warning {REAL_A}: distinguishable \*without\* the model"]
     page = render_site(folder)[f"tasks/{TASK}.html"].decode()
     assert f"warning {REAL_A}: distinguishable *without* the model" in page
+
+
+def with_data(results, data: str):
+    """`results` with its task run on `data` (the entry's config)."""
+    [entry] = results.tasks
+    return results.model_copy(update={"tasks": [entry.model_copy(update={"config": {**entry.config, "data": data}})]})
+
+
+def test_a_real_models_membership_on_the_reference_split_is_marked_a_null_control(tmp_path):
+    from leaderboard.render import NULL_LEGEND
+
+    submit(tmp_path, with_data(make_results("model-a", ID_A, auc=0.49), "reference"))
+    submit(tmp_path, with_data(make_results("model-b", ID_B, auc=0.70), "members.jsonl"))
+    submit(tmp_path, with_data(make_results("membench-ref/xsum-gpt2-e30", ID_C, auc=0.99, details=RECIPE), "reference"))
+    markdown, _ = render_markdown(tmp_path)
+    real_text = subsection(markdown, "### Real models")
+    real = {r["model"]: r for r in records(table(real_text))}
+    assert real[REAL_A]["mink ↓"] == "0.490 ○" and real[REAL_B]["mink ↓"] == "0.700"
+    assert NULL_LEGEND in real_text and NULL_LEGEND in section(markdown, f"## {TASK}")
+    assert "○" not in subsection(markdown, "### Reference controls")  # the checkpoints trained on that split
+    assert markdown.count("○") == 2 + 2  # the two legends, the overview value, the label in mink's table

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from conftest import write_jsonl
 
 from harness.app import job as workflow
@@ -326,3 +328,27 @@ def test_evaluate_in_a_log_says_when_each_task_starts_and_ends(capsys, tmp_path,
                         lines[1]), lines[1]
     assert lines[2] == f"membench: weat · {model}: started"
     assert re.fullmatch(f"membench: weat · {model}: done in \\d+ s: .+ [↑↓] \\d+\\.\\d+.*", lines[3]), lines[3]
+
+
+def test_time_a_bar_is_paused_for_counts_in_neither_its_elapsed_time_nor_its_rate(monkeypatch):
+    """The evaluations between a fine-tuning's epochs pause its steps' bar: afterwards its elapsed time,
+    rate and ETA are those of the steps alone."""
+    from harness.core import progress
+
+    clock = [1000.0]
+    monkeypatch.setattr(progress.time, "time", lambda: clock[0])
+    bar = progress.LogLines(total=4, desc="steps", unit="step")
+    bar._time = lambda: clock[0]
+    bar.start_t = bar.last_print_t = clock[0]
+    for _ in range(2):
+        clock[0] += 1.0
+        bar.update(1)
+    with progress.paused(bar):
+        clock[0] += 500.0  # an evaluation
+    clock[0] += 1.0
+    bar.update(1)
+    assert bar.format_dict["elapsed"] == pytest.approx(3.0)
+    assert bar.format_dict["rate"] == pytest.approx(1.0)
+    bar.close()
+    with progress.paused(None):  # no bar (progress off): nothing to pause
+        pass

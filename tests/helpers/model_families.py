@@ -15,7 +15,7 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CAUSAL_TASKS = {"mink_membership", "paywall_memorization", "privacy_extraction", "stereoset", "weat",
+CAUSAL_TASKS = {"finetune_memorization", "mink_membership", "paywall_memorization", "privacy_extraction", "stereoset", "weat",
                 "probe_memorization"}
 MASKED_TASKS = {"stereoset", "weat", "probe_memorization"}
 SEQ2SEQ_TASKS = {"privacy_extraction", "stereoset", "weat", "probe_memorization"}

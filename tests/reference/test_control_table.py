@@ -49,7 +49,7 @@ def test_expectations_read_any_metric_and_compare_a_checkpoints_own_groups():
     own = Expectation("paywall_memorization", "m", ">=", "m", metric="eidetic_mean", tags=members,
                       other_tags=others, factor=2)
     assert own.holds(values) is True
-    assert own.describe() == "eidetic_mean{bin=all, group=members} of m >= 2 × eidetic_mean{bin=all, group=non_members} of m"
+    assert own.describe() == "eidetic_mean{bin=all, group=members} of m >= 2 × its group=non_members"
     assert Expectation("paywall_memorization", "m", ">=", "b", metric="eidetic_mean", tags=members,
                        factor=2).holds(values) is False  # 3.0 < 2 x 1.6
     assert Expectation("paywall_memorization", "m", ">=", "b", metric="eidetic_mean",
@@ -205,7 +205,7 @@ def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading()
 def test_the_committed_real_models_pass_their_controls_and_strict_validation(capsys):
     """The real rows in submissions/ (SmolLM2-135M-Instruct, its untrained twin and gemma-3-270m, by
     `membench evaluate`) pass `membench validate --strict`, and the controls only they give hold on
-    them: LMS 89.3 and 90.3 against the twin's 49.2."""
+    them: LMS 89.3 and 90.3 against the twin's 49.2, finetune_memorization's known truth."""
     from pathlib import Path
 
     from harness.app.cli import main
@@ -214,7 +214,7 @@ def test_the_committed_real_models_pass_their_controls_and_strict_validation(cap
     folder = Path(__file__).resolve().parents[2] / "submissions"
     files = read_submissions(folder)
     real = [path for path, results in files if results.model.name.startswith((SMOLLM2, GEMMA))]
-    assert len(real) == 3
+    assert len(real) == 5  # SmolLM2's two files, its twin's, gemma's two (finetune_memorization apart)
     assert main(["validate", "--strict", *map(str, real)]) == 0
     table, failed = real_model_report([results for _, results in files])
     outcomes = [line.split()[-1] for line in table.splitlines()[2:]]

@@ -15,7 +15,7 @@ from harness.core.progress import bar_desc
 from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
 from harness.scoring.conditional import encode_pairs, target_logprobs
-from tasks.privacy_extraction import finetune as finetune_module
+from harness.training import finetune as finetune_module
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import PRIVACY_FIELDS, URL_PREFIX, memorization_secrets, privacy_secrets
 from tests.conftest import assert_user_error

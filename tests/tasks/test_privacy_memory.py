@@ -12,9 +12,9 @@ from harness.app.cli import main
 from harness.core.errors import UserError
 from harness.core.task import RunContext
 from harness.model.loading import ModelSpec, load
-from tasks.privacy_extraction import memory
+from harness.training import memory
 from tasks.privacy_extraction import task as privacy
-from tasks.privacy_extraction.memory import DeviceMemory, ModelShape, adapter_parameters, estimate
+from harness.training.memory import DeviceMemory, ModelShape, adapter_parameters, estimate
 from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 from tests.conftest import assert_user_error
 
@@ -62,7 +62,7 @@ def tiny_t5():
 
 
 def test_the_adapter_counted_is_what_peft_trains(tiny_lm):
-    from tasks.privacy_extraction.finetune import LoraSettings, shared_weights_copy, with_adapter
+    from harness.training.finetune import LoraSettings, shared_weights_copy, with_adapter
 
     gpt2 = load(ModelSpec(str(tiny_lm))).model  # Conv1D layers, a tied output head
     for model, seq2seq in ((gpt2, False), (tiny_t5(), True)):
@@ -98,7 +98,7 @@ def test_a_fine_tuning_that_does_not_fit_is_refused_before_it_starts(capsys, mon
     def no_fine_tuning(*args, **kwargs):
         raise AssertionError("fine-tuning started")
 
-    monkeypatch.setattr(privacy, "device_memory", lambda device: DeviceMemory("cpu", 10**6, 2 * 10**6, "test"))
+    monkeypatch.setattr(memory, "device_memory", lambda device: DeviceMemory("cpu", 10**6, 2 * 10**6, "test"))
     monkeypatch.setattr(privacy, "finetune", no_fine_tuning)
     out = tmp_path / "out"
     way_out = "--finetune-method lora (about" if method == "full" else "a smaller --finetune-batch-size"

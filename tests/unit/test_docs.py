@@ -187,3 +187,9 @@ def test_the_readme_task_table_names_every_registered_task_at_its_version():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| \[`(\w+)`\]\(tasks/\1/README\.md\) \| (\d+) \|", readme, re.M)
     assert {name: int(version) for name, version in rows} == {name: task.VERSION for name, task in discover().items()}
+
+
+def test_every_task_card_names_its_task_at_its_version():
+    for name, task in discover().items():
+        first = (ROOT / "tasks" / name / "README.md").read_text(encoding="utf-8").splitlines()[0]
+        assert first == f"# Task card: `{name}` (version {task.VERSION})", first

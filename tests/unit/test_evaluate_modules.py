@@ -76,7 +76,7 @@ def test_module_paths_and_cache_location(load, evaluate_lib):
 # ---------------------------------------------------------------- membership
 
 def test_membership_equals_membench_and_the_task(load):
-    from tasks.mink_membership.task import MinkConfig, detection_metrics
+    from harness.metrics.detection import detection_metrics
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 300)
@@ -92,8 +92,7 @@ def test_membership_equals_membench_and_the_task(load):
     expected["auc_ci_low"], expected["auc_ci_high"] = metrics.bootstrap_auc_interval(labels, scores, 200, 0.95, 7)
     assert got == pytest.approx(expected, **EXACT) and list(got) == list(expected)
     # the same names and values as the mink_membership task's metrics
-    config = MinkConfig(fpr_levels=levels, bootstrap_resamples=200)
-    task = detection_metrics(labels, scores, {}, config, seed=7)
+    task = detection_metrics(labels, scores, {}, levels, 200, seed=7)
     assert [m.name for m in task] == list(got)[:7]
     assert {m.name: m.value for m in task} == pytest.approx({k: got[k] for k in list(got)[:7]}, **EXACT)
     assert (task[0].ci_low, task[0].ci_high) == (got["auc_ci_low"], got["auc_ci_high"])

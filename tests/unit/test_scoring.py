@@ -117,30 +117,35 @@ def test_context_batches_fill_batch_size_full_rows():
 def test_position_scores_in_chunks_equal_one_log_softmax(monkeypatch):
     """Log p(target), and the mean and std of log p under p, read position by position in chunks of a
     few rows: equal to one log-softmax over all the logits (float64 reference), whatever the chunk,
-    and bit-identical between chunk sizes (each row is reduced alone)."""
+    and bit-identical between chunk sizes (each row is reduced alone); the most likely token's log-prob
+    too, which the target reaches exactly where it is the argmax."""
     import harness.scoring.causal as causal
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 5, 50, generator=generator) * 4
     rows, positions = torch.tensor([0, 0, 1, 2, 2, 2, 1]), torch.tensor([0, 4, 2, 1, 3, 4, 0])
-    targets = torch.randint(0, 50, (7,), generator=generator)
     log_dist = torch.log_softmax(logits.double(), -1)[rows, positions]
+    targets = torch.randint(0, 50, (7,), generator=generator)
+    targets[::2] = log_dist.argmax(-1)[::2]  # four of the seven targets are the most likely token
     expected_mean = (log_dist.exp() * log_dist).sum(-1)
     expected_std = (log_dist.exp() * (log_dist - expected_mean[:, None]).square()).sum(-1).sqrt()
     found = []
     for chunk_rows in (1, 3, 100):
         monkeypatch.setattr(causal, "STATS_CHUNK_BYTES", chunk_rows * 50 * 4)
-        logprobs, means, stds = causal.position_scores(logits, rows, positions, targets, True)
+        logprobs, means, stds, tops = causal.position_scores(logits, rows, positions, targets, True, True)
         np.testing.assert_allclose(logprobs, log_dist[torch.arange(7), targets].numpy(), rtol=0, atol=1e-5)
         np.testing.assert_allclose(means, expected_mean.numpy(), rtol=0, atol=1e-5)
         np.testing.assert_allclose(stds, expected_std.numpy(), rtol=0, atol=1e-5)
-        found.append((logprobs, means, stds))
-        only, none_mean, none_std = causal.position_scores(logits, rows, positions, targets, False)
-        assert np.array_equal(only, logprobs) and none_mean is None and none_std is None
+        np.testing.assert_allclose(tops, log_dist.max(-1).values.numpy(), rtol=0, atol=1e-5)
+        # the target is the argmax exactly where its log-prob reaches the top one
+        assert (logprobs >= tops).tolist() == (log_dist.argmax(-1) == targets).tolist() and (logprobs >= tops).sum() >= 4
+        found.append((logprobs, means, stds, tops))
+        only, none_mean, none_std, none_top = causal.position_scores(logits, rows, positions, targets, False)
+        assert np.array_equal(only, logprobs) and none_mean is None and none_std is None and none_top is None
     for other in found[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(found[0], other))
     empty = causal.position_scores(logits, rows[:0], positions[:0], targets[:0], True)
-    assert [part.shape for part in empty] == [(0,), (0,), (0,)]
+    assert [part.shape for part in empty[:3]] == [(0,), (0,), (0,)] and empty[3] is None
 
 
 def test_a_small_logits_budget_gives_the_same_scores(lm, monkeypatch):

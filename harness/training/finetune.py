@@ -1,6 +1,8 @@
-"""Fine-tuning a copy of the submitted checkpoint on the secrets, with the transformers Trainer.
+"""Fine-tuning a copy of the submitted checkpoint, with the transformers Trainer: the one engine of
+every task that trains (privacy_extraction on its secrets, finetune_memorization on known members).
 
-Every (source, target) pair appears `times` times per epoch. seq2seq: encoder input = source,
+Every (source, target) pair appears `times` times per epoch (`training_rows`; a plain text is the
+pair ("", text): [BOS] + text, every text token a label, as `causal_token_logprobs` scores it). seq2seq: encoder input = source,
 labels = target. Causal LM: input = [BOS] source target, labels = the target tokens only (the
 rest -100). Constant learning rate, AdamW without weight decay, no warm-up, seeded; after each
 epoch in `evaluate_at` the callback `on_checkpoint(epoch, model)` runs on the model in eval mode.
@@ -23,7 +25,7 @@ from typing import Callable
 import torch
 from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
-from harness.core.progress import progress_bar
+from harness.core.progress import paused, progress_bar
 from harness.scoring import distributed
 from harness.scoring.conditional import encode_pairs
 
@@ -119,14 +121,19 @@ class _Progress(TrainerCallback):
 
 
 class _AtEpochs(TrainerCallback):
-    def __init__(self, evaluate_at: set[int], on_checkpoint: Callable[[int, torch.nn.Module], None]):
-        self.evaluate_at, self.on_checkpoint = evaluate_at, on_checkpoint
+    """The evaluation after each epoch in `evaluate_at`; the steps' bar (`_Progress`) is paused meanwhile,
+    so its rate and ETA count training steps only."""
+
+    def __init__(self, evaluate_at: set[int], on_checkpoint: Callable[[int, torch.nn.Module], None],
+                 steps: _Progress):
+        self.evaluate_at, self.on_checkpoint, self.steps = evaluate_at, on_checkpoint, steps
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         epoch = round(state.epoch)
         if epoch in self.evaluate_at:
             model.eval()
-            with torch.no_grad():  # a peft model: its transformers model, the adapter in its linear layers
+            # a peft model is evaluated as its transformers model, the adapter in its linear layers
+            with torch.no_grad(), paused(self.steps.bar):
                 self.on_checkpoint(epoch, model.get_base_model() if hasattr(model, "get_base_model") else model)
             model.train()
 
@@ -147,7 +154,7 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
 
 def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evaluate_at: set[int],
            on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
-    # Imported here: the Trainer takes a second to import, and only this task fine-tunes.
+    # Imported here: the Trainer takes a second to import, and only the tasks that train need it.
     from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 
     device = next(model.parameters()).device
@@ -162,7 +169,7 @@ def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evalu
         )
         collator = DataCollatorForSeq2Seq(tokenizer, model=None, label_pad_token_id=-100, padding=True)
         trainer = Trainer(model=model, args=arguments, train_dataset=_Examples(rows), data_collator=collator,
-                          callbacks=[_Progress(progress), _AtEpochs(evaluate_at, on_checkpoint)])
+                          callbacks=[steps := _Progress(progress), _AtEpochs(evaluate_at, on_checkpoint, steps)])
         trainer.remove_callback(PrinterCallback)
         started = time.perf_counter()
         output = trainer.train()

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
+from harness.core.errors import UserError
 from harness.scoring import budgets, distributed
 
 ACTIVATION_VALUES = 17  # C: values kept per token, layer and hidden unit (Korthikanti et al. 2022)
@@ -234,3 +235,30 @@ def model_device(model: torch.nn.Module) -> torch.device:
     """The device of the model's first parameter (where its copy and the training live)."""
     return next(model.parameters()).device
 
+
+
+def check_fits(task: str, model_name: str, dtype: str, method: str, lora_rank: int,
+               estimate_for: Callable[[str], Estimate], device: torch.device) -> dict:
+    """A `UserError` (one line: the estimate, what the device has, the way out) when fine-tuning with
+    `method` (`estimate_for(method)`) needs more than `device` can give now; else the estimate and the
+    device's memory as a results file's info records them."""
+    found = estimate_for(method)
+    memory = device_memory(device)
+    record = {"estimate_bytes": found.record(), "formula": "harness/training/memory.py"}
+    if memory is None:
+        return record
+    record |= {"device": memory.device, "available_bytes": memory.available, "source": memory.source}
+    if found.needed <= memory.available:
+        return record
+    if method == "full":
+        lora = estimate_for("lora")
+        fits = "" if lora.needed <= memory.available else ", not enough either without a smaller batch"
+        way_out = (f"pass --finetune-method lora (about {lora.needed / GB:.2f} GB: a rank-{lora_rank} "
+                   f"adapter trains on the frozen, shared weights{fits}), a smaller --finetune-batch-size, or a "
+                   "device with more memory")
+    else:
+        way_out = "pass a smaller --finetune-batch-size or a shorter training text, or use a device with more memory"
+    raise UserError(f"{task}: {method} fine-tuning of {model_name} ({found.parameters:,} parameters in {dtype}, "
+                    f"{found.trainable_parameters:,} trained) needs about {found.needed / GB:.2f} GB besides the "
+                    f"loaded model ({found.parts()} GB), and {memory.device} has {memory.available / GB:.2f} GB "
+                    f"available ({memory.source}, of {memory.total / GB:.2f} GB); {way_out}")

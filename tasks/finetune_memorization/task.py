@@ -1,0 +1,349 @@
+"""Task `finetune_memorization`: memorization with known truth for any causal LM.
+
+A copy of the submitted checkpoint continues training on the member half of a membership corpus (by
+default the reference XSum split) with a fixed, recorded recipe (`harness.training.finetune`, the
+engine privacy_extraction uses). Before training (epoch 0) and after each checkpoint epoch, members
+are measured against held-out non-members: every membership attack that needs no second model
+(`harness.scoring.membership`, mink_membership's code path), beside blind baselines; eidetic and
+approximate memorization of each text's continuation (paywall_memorization's metrics); exact
+memorization (Tirumala et al. 2022). A second fresh copy trained on the non-members instead is the
+reversed control. Ishihara & Takahashi 2024 measure the same growth with epochs on GPT-2s they
+pre-train. Definitions: README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, PositiveInt
+
+from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.progress import sublabelled
+from harness.core.results import Headline, Metric
+from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics import blind as b
+from harness.metrics import memorization as m
+from harness.metrics.detection import detection_metrics, finite_only
+from harness.scoring.batching import model_context
+from harness.scoring.causal import causal_token_logprobs
+from harness.scoring.generation import greedy_continuations
+from harness.scoring.membership import (
+    dc_pdd_scores,
+    gradnorm_scores,
+    recall_scores,
+    score_names,
+    text_scores,
+    token_frequencies,
+)
+from harness.training.finetune import (
+    FinetuneSettings,
+    LoraSettings,
+    finetune,
+    shared_weights_copy,
+    training_rows,
+)
+from harness.training.memory import check_fits, estimate, model_device, model_shape
+from tasks.finetune_memorization.data import KnownData, KnownText, load_known_data
+
+# The attacks that need no second model, in mink_membership's order; gradnorm (one backward pass per
+# text and checkpoint) only when asked for.
+ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "recall", "dc_pdd", "gradnorm")
+DEFAULT_ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "recall", "dc_pdd")
+HEADLINE_SCORE = "min_k_20"
+GROUPS = {1: "members", 0: "non_members"}
+# Blind baselines (Das et al. 2024) with mink_membership's defaults: 5 folds, the 34 most frequent
+# words, TF-IDF, Gaussian naive Bayes, unigrams.
+BLIND_FOLDS, BLIND_FEATURES = 5, 34
+
+
+class FinetuneMemorizationConfig(TaskConfig):
+    data: str = Field("reference", description="the membership corpus: 'reference' (English XSum, the split the "
+                      "reference GPT-2s learn), 'reference:ja', or a JSONL file of {text, label} rows (1 = member)")
+    reference_seed: int = Field(0, ge=0, le=MAX_SEED,
+                                description="seed of the reference corpus member/non-member split")
+    language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
+    members: PositiveInt = Field(64, description="members trained on, and as many held-out non-members: the "
+                                 "first of each class with at least --words words")
+    words: PositiveInt = Field(96, description="each text cut to its first N words: what trains and what is scored")
+    prompt_words: PositiveInt = Field(72, description="memorization: the prompt is a text's first N words, the "
+                                      "rest of its cut text (24 words at the defaults) the reference")
+    epochs: tuple[PositiveInt, ...] = Field((1, 2, 4), min_length=1, description="epochs after which the trained "
+                                            "copy is measured (it trains for the largest); epoch 0 is the checkpoint")
+    learning_rate: float = Field(1e-4, gt=0, description="constant learning rate, AdamW without weight decay")
+    finetune_batch_size: PositiveInt = Field(8, description="training batch size")
+    finetune_seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the training order (and of a LoRA adapter)")
+    finetune_method: Literal["full", "lora"] = Field("full", description="full: every weight of a fresh copy "
+                                                     "trains; lora: a LoRA adapter (peft) on the frozen weights")
+    lora_rank: PositiveInt = Field(8, description="LoRA rank r (with --finetune-method lora)")
+    lora_alpha: PositiveInt = Field(8, description="LoRA alpha (with --finetune-method lora)")
+    control_epochs: int = Field(1, ge=0, description="the reversed control: a fresh copy trained this many epochs "
+                                "on the non-members instead (0: none)")
+    attacks: tuple[Literal[ATTACKS], ...] = Field(DEFAULT_ATTACKS, min_length=1, description="attacks to run "
+                                                  "(gradnorm: a backward pass per text and checkpoint)")
+    k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field(
+        (5, 10, 20, 30, 40, 50, 60), min_length=1, description="k of Min-K%% and Min-K%%++ (the headline: 20)")
+    fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01, 0.001), min_length=1,
+                                                                        description="FPR levels for TPR@FPR")
+    bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC and TPR bootstrap intervals")
+    recall_shots: PositiveInt = Field(1, description="recall: non-members joined into the prefix (left out of "
+                                      "ReCaLL's evaluation)")
+    dc_pdd_cap: float = Field(0.01, gt=0, description="dc_pdd: the cap on each calibrated token score")
+    gradnorm_p: Literal["1", "2", "inf"] = Field("inf", description="gradnorm: the p of each gradient p-norm")
+    auc_threshold: float = Field(0.9, gt=0.5, lt=1, description="epochs_to_auc: the first measured epoch whose "
+                                 "Min-K%% 20%% AUC reaches this")
+
+
+@dataclasses.dataclass
+class Measured:
+    """One checkpoint's measurements: metrics, per-text samples and seconds."""
+
+    metrics: list[Metric]
+    samples: list[dict[str, Any]]
+    seconds: float
+
+
+def attack_scores(model: LoadedModel, net, data: KnownData, config: FinetuneMemorizationConfig,
+                  frequencies: np.ndarray, batch_size: int, progress) -> tuple[dict[int, dict[str, float]], dict]:
+    """Every selected attack's score of every text (index -> score name -> value) under `net` (the
+    checkpoint or a trained copy of it, with `model`'s tokenizer); the token log-probs once for all
+    the attacks that read them; and per-text facts (scored tokens, argmax hits)."""
+    loaded = dataclasses.replace(model, model=net)
+    texts = [t.text for t in data.texts]
+    scored, _ = causal_token_logprobs(net, model.tokenizer, texts, batch_size=batch_size,
+                                      distribution_stats="min_k_pp" in config.attacks, progress=progress,
+                                      top_logprobs=True)
+    target = {i: s for i, s in enumerate(scored) if len(s.logprobs)}
+    values = {i: text_scores(texts[i], s, config.k_percents, config.attacks) for i, s in target.items()}
+    by_key = {i: texts[i] for i in target}
+    if "recall" in config.attacks:
+        shots = [i for i, t in enumerate(data.texts) if t.label == 0][: config.recall_shots]
+        prefix = "".join(texts[i] for i in shots)
+        kept = {i: text for i, text in by_key.items() if i not in shots}
+        found, _, _ = recall_scores(loaded, kept, target, prefix, None, True, batch_size, progress)
+        for i, value in found.items():
+            values[i]["recall"] = value
+    if "dc_pdd" in config.attacks:
+        for i, value in dc_pdd_scores(frequencies, target, config.dc_pdd_cap).items():
+            values[i]["dc_pdd"] = value
+    if "gradnorm" in config.attacks:
+        for i, value in gradnorm_scores(loaded, by_key, float(config.gradnorm_p), True, batch_size, progress).items():
+            values[i]["gradnorm"] = value
+    facts = {i: {"tokens": int(len(s.logprobs)), "argmax_hits": int(s.argmax_hits().sum())}
+             for i, s in target.items()}
+    return values, facts
+
+
+def detection(data: KnownData, values: dict[int, dict[str, float]], names: list[str], tags: dict[str, str],
+              config: FinetuneMemorizationConfig, seed: int) -> list[Metric]:
+    """AUC and TPR@FPR with intervals of each score over the texts it scored (finite scores only)."""
+    out = []
+    for name in names:
+        have = [(data.texts[i].label, v[name]) for i, v in values.items() if name in v]
+        if not have:
+            continue
+        labels, scores, _ = finite_only(np.array([label for label, _ in have], dtype=int),
+                                        np.array([value for _, value in have]))
+        out += detection_metrics(labels, scores, {"score": name, **tags}, config.fpr_levels,
+                                 config.bootstrap_resamples, seed)
+    return out
+
+
+def exact_memorization(data: KnownData, facts: dict[int, dict], tags: dict[str, str]) -> list[Metric]:
+    """Exact memorization (Tirumala et al. 2022): the share of a group's scored tokens that are the
+    model's argmax prediction given the true prefix (pooled over the group's tokens); and the gap,
+    members minus non-members."""
+    shares = {}
+    out = []
+    for label, group in GROUPS.items():
+        chosen = [facts[i] for i, t in enumerate(data.texts) if t.label == label and i in facts]
+        tokens = sum(f["tokens"] for f in chosen)
+        shares[group] = sum(f["argmax_hits"] for f in chosen) / tokens if tokens else None
+        out.append(Metric(name="exact_memorization", value=shares[group], n=tokens, tags={"group": group, **tags}))
+    gap = None if None in shares.values() else shares["members"] - shares["non_members"]
+    out.append(Metric(name="exact_memorization", value=gap, n=len(facts), tags={"group": "gap", **tags}))
+    return out
+
+
+def continuation_memorization(net, tokenizer, data: KnownData, tags: dict[str, str], batch_size: int,
+                              progress) -> tuple[list[Metric], list[tuple[str, int, float]]]:
+    """paywall_memorization's metrics of each text's continuation: the greedy continuation of its prompt
+    (as many tokens as the continuation has), its forward-matching characters (eidetic) and normalized
+    Levenshtein similarity (approximate), summarized per group, with the gap of the approximate mean;
+    also (generation, eidetic, approximate) per text."""
+    continuations = tokenizer([t.continuation for t in data.texts], add_special_tokens=False)["input_ids"]
+    budgets = [len(ids) for ids in continuations]
+    generated, _ = greedy_continuations(net, tokenizer, [t.prompt for t in data.texts], budgets,
+                                        batch_size=batch_size, progress=progress)
+    generated = [g.lstrip() for g in generated]
+    eidetic = np.array([m.forward_match(g, t.reference) for g, t in zip(generated, data.texts)])
+    approximate = np.array([m.approximate_memorization(g, t.reference) for g, t in zip(generated, data.texts)])
+    out, means = [], {}
+    for label, group in GROUPS.items():
+        chosen = [i for i, t in enumerate(data.texts) if t.label == label]
+        summary = m.memorization_summary(eidetic[chosen], approximate[chosen])
+        means[group] = summary["approximate_mean"]
+        out += [Metric(name=name, value=value, n=len(chosen), tags={"group": group, **tags})
+                for name, value in summary.items()]
+    out.append(Metric(name="approximate_mean", value=means["members"] - means["non_members"], n=len(data.texts),
+                      tags={"group": "gap", **tags}))
+    return out, list(zip(generated, eidetic.tolist(), approximate.tolist()))
+
+
+def blind_metrics(data: KnownData, config: FinetuneMemorizationConfig, seed: int) -> tuple[list[Metric], dict]:
+    """The blind baselines on the cut texts (no model: one reading for every checkpoint): bag of words
+    and latest year, out-of-fold (`harness.metrics.blind`, mink_membership's defaults)."""
+    texts = [t.text for t in data.texts]
+    labels = np.array([t.label for t in data.texts], dtype=int)
+    out, facts = [], {}
+    bow = b.bag_of_words_scores(texts, labels, BLIND_FOLDS, seed, BLIND_FEATURES, "tfidf", "gaussian_nb", 1)
+    if bow is not None:
+        out += detection_metrics(labels, np.asarray(bow, dtype=float), {"score": "blind_bow"}, config.fpr_levels,
+                                 config.bootstrap_resamples, seed)
+    years = [b.latest_year(text) for text in texts]
+    facts["texts_with_year"] = sum(year is not None for year in years)
+    found = b.date_scores_cv(years, labels, BLIND_FOLDS, seed) if facts["texts_with_year"] else None
+    if found is not None:
+        scores, facts["date_cutoffs"] = found
+        out += detection_metrics(labels, np.asarray(scores, dtype=float), {"score": "blind_date"}, config.fpr_levels,
+                                 config.bootstrap_resamples, seed)
+    return out, facts
+
+
+def epochs_to_threshold(metrics: list[Metric], epochs: list[int], threshold: float) -> int | None:
+    """The first measured epoch (0 included) whose headline AUC, trained on the members, reaches
+    `threshold`; None when none does."""
+    for epoch in [0, *sorted(epochs)]:
+        found = [x.value for x in metrics if x.name == "auc" and x.tags == {
+            "score": HEADLINE_SCORE, "epoch": str(epoch), "trained_on": "members"}]
+        if found and found[0] is not None and found[0] >= threshold:
+            return epoch
+    return None
+
+
+def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> dict:
+    """A one-line refusal when training a copy does not fit the device now (`memory.check_fits`,
+    estimated at rows of 2 tokens a word, at most the context); else the estimate for the results file."""
+    tokens = min(2 * config.words, model_context(model.model) - 1)
+
+    def estimate_for(method: str):
+        shape = model_shape(model.model, False, 1, tokens)
+        return estimate(shape, method, config.finetune_batch_size, model_device(model.model).type == "cuda",
+                        config.lora_rank)
+
+    return check_fits(FinetuneMemorization.NAME, model.name, model.dtype, config.finetune_method, config.lora_rank,
+                      estimate_for, model_device(model.model))
+
+
+@register
+class FinetuneMemorization(Task):
+    NAME = "finetune_memorization"
+    VERSION = 1
+    DESCRIPTION = ("Memorization with known truth: a copy trained on known members, then membership attacks, "
+                   "eidetic/approximate and exact memorization against held-out non-members, epoch by epoch")
+    MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
+    HEADLINE = Headline(metric="auc", tags={"score": HEADLINE_SCORE, "epoch": "1", "trained_on": "members"},
+                        label="Min-K% 20% AUC after 1 epoch", better="lower")
+    SUMMARY = (HEADLINE,
+               Headline(metric="epochs_to_auc", tags={"score": HEADLINE_SCORE, "threshold": "0.9"},
+                        label="epochs to Min-K% AUC 0.9", better="higher"),
+               Headline(metric="auc", tags={"score": "loss", "epoch": "1", "trained_on": "members"},
+                        label="loss AUC, 1 epoch", better="lower"),
+               Headline(metric="exact_memorization", tags={"group": "gap", "epoch": "1", "trained_on": "members"},
+                        label="exact memorization gap, 1 epoch", better="lower"),
+               Headline(metric="approximate_mean", tags={"group": "gap", "epoch": "1", "trained_on": "members"},
+                        label="approximate memorization gap, 1 epoch", better="lower"),
+               Headline(metric="auc", tags={"score": HEADLINE_SCORE, "epoch": "0", "trained_on": "members"},
+                        label="Min-K% 20% AUC, epoch 0 (control: 0.5)", better="ideal", ideal=0.5),
+               Headline(metric="auc", tags={"score": HEADLINE_SCORE, "epoch": "1", "trained_on": "non_members"},
+                        label="Min-K% 20% AUC, trained on non-members (control: < 0.5)", better="lower"),
+               Headline(metric="auc", tags={"score": "blind_bow"}, label="blind BoW AUC", better="ideal", ideal=0.5))
+    Config = FinetuneMemorizationConfig
+
+    def load_data(self, config: FinetuneMemorizationConfig, context: RunContext) -> KnownData:
+        return load_known_data(config.data, config.reference_seed, config.members, config.words, config.prompt_words,
+                               config.language, context.limit)
+
+    def settings(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> FinetuneSettings:
+        """The training recipe: every text one row ([BOS] + text, at most the context)."""
+        lora = (LoraSettings(config.lora_rank, config.lora_alpha, 0.0, ("all-linear",))
+                if config.finetune_method == "lora" else None)
+        return FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
+                                config.finetune_seed, 1, model_context(model.model) - 1, lora)
+
+    def check_model(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> None:
+        training_memory(model, config)
+
+    def run(self, model: LoadedModel, data: KnownData, config: FinetuneMemorizationConfig,
+            context: RunContext) -> TaskResult:
+        memory = training_memory(model, config)  # before anything is copied
+        batch, progress, tokenizer = context.batch_size, context.progress, model.tokenizer
+        names = score_names(config.k_percents, config.attacks)
+        nonmember_texts = [t.text for t in data.texts if t.label == 0]
+        frequencies = token_frequencies(tokenizer, nonmember_texts) if "dc_pdd" in config.attacks else None
+
+        def measure(net, epoch: int, trained_on: str, with_continuations: bool = True) -> Measured:
+            started = time.perf_counter()
+            tags = {"epoch": str(epoch), "trained_on": trained_on}
+            values, facts = attack_scores(model, net, data, config, frequencies, batch, progress)
+            metrics = detection(data, values, names, tags, config, context.seed)
+            metrics += exact_memorization(data, facts, tags)
+            continuations = [None] * len(data.texts)
+            if with_continuations:
+                found, continuations = continuation_memorization(net, tokenizer, data, tags, batch, progress)
+                metrics += found
+            samples = [_sample(t, epoch, trained_on, values.get(i), facts.get(i), continuations[i])
+                       for i, t in enumerate(data.texts)]
+            return Measured(metrics, samples, round(time.perf_counter() - started, 2))
+
+        # (epoch, trained on) -> measurements; epoch 0, the checkpoint itself, is where both trainings start
+        measured = {(0, "members"): measure(model.model, 0, "members")}
+        settings = self.settings(model, config)
+        facts = {}
+        control = {config.control_epochs} if config.control_epochs else set()
+        for trained_on, label, epochs in (("members", 1, set(config.epochs)), ("non_members", 0, control)):
+            if not epochs:
+                continue
+            chosen = [t.text for t in data.texts if t.label == label]
+            rows = training_rows(tokenizer, [("", text) for text in chosen], [1] * len(chosen), False, settings)
+
+            def on_checkpoint(epoch: int, net, trained_on: str = trained_on) -> None:
+                measured[epoch, trained_on] = measure(net, epoch, trained_on, trained_on == "members")
+
+            tuned = copy.deepcopy(model.model) if settings.lora is None else shared_weights_copy(model.model)
+            with sublabelled(f"trained on {trained_on.replace('_', '-')}"):
+                facts[trained_on] = finetune(tuned, tokenizer, rows, dataclasses.replace(settings, epochs=max(epochs)),
+                                             epochs, on_checkpoint, progress)
+            del tuned
+        metrics = [x for found in measured.values() for x in found.metrics]
+        reached = epochs_to_threshold(metrics, list(config.epochs), config.auc_threshold)
+        metrics.append(Metric(name="epochs_to_auc", value=reached, n=len(data.texts),
+                              tags={"score": HEADLINE_SCORE, "threshold": f"{config.auc_threshold:g}"}))
+        blind, blind_facts = blind_metrics(data, config, context.seed)
+        metrics += blind
+        evaluation = {f"{trained_on}@{epoch}": found.seconds for (epoch, trained_on), found in measured.items()}
+        members = sum(t.label == 1 for t in data.texts)
+        counts = {"members": members, "non_members": len(data.texts) - members, "too_short": data.too_short,
+                  "texts": len(data.texts)}
+        info = {"data_source": data.source, "training": {**facts, "recipe": dataclasses.asdict(settings)},
+                "training_memory": memory, "evaluation_seconds": evaluation, "blind": blind_facts,
+                "epochs_to_auc": (f"epoch {reached}" if reached is not None
+                                  else f"not reached within {max(config.epochs)} epochs"),
+                "checkpoint": "epoch 0 is the evaluated checkpoint itself"}
+        samples = [s for found in measured.values() for s in found.samples]
+        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)
+
+
+def _sample(text: KnownText, epoch: int, trained_on: str, scores: dict[str, float] | None, facts: dict | None,
+            continuation: tuple[str, int, float] | None) -> dict[str, Any]:
+    """One text's record at one checkpoint (`--log-samples`)."""
+    row: dict[str, Any] = {"id": text.text_id, "label": text.label, "epoch": epoch, "trained_on": trained_on,
+                           "scores": {k: v if math.isfinite(v) else None for k, v in (scores or {}).items()},
+                           **(facts or {})}
+    if continuation is not None:
+        row |= {"generation": continuation[0], "eidetic": int(continuation[1]), "approximate": continuation[2]}
+    return row

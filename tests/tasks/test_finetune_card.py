@@ -1,0 +1,84 @@
+"""The finetune_memorization card states only what reproduces: every figure of its table of measured
+curves is the committed results file's (the newest finetune_memorization entry of each model), and the
+costs it states are those the files record."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tasks.finetune_memorization.task import FinetuneMemorization
+from tests.helpers.committed import newest_committed
+
+ROOT = Path(__file__).resolve().parents[2]
+CARD = (ROOT / "tasks" / "finetune_memorization" / "README.md").read_text(encoding="utf-8")
+# column header -> (metric, tag, tag value)
+COLUMNS = {"Min-K% 20": ("auc", "score", "min_k_20"), "LOSS": ("auc", "score", "loss"),
+           "zlib": ("auc", "score", "zlib"), "Min-K%++ 20": ("auc", "score", "min_k_pp_20"),
+           "ReCaLL": ("auc", "score", "recall"), "DC-PDD": ("auc", "score", "dc_pdd"),
+           "exact gap": ("exact_memorization", "group", "gap"), "approximate gap": ("approximate_mean", "group", "gap"),
+           "eidetic chars, members": ("eidetic_mean", "group", "members")}
+
+
+def card_table(first_header: str) -> tuple[list[str], list[list[str]]]:
+    lines = CARD.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return [cell.strip() for cell in lines[start].strip().strip("|").split("|")], rows
+
+
+def formatted(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}".replace("-0.000", "0.000")
+
+
+def test_every_figure_of_the_curves_is_the_committed_one():
+    header, rows = card_table("model")
+    entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
+    assert {row[0] for row in rows} == set(entries)  # every committed model, and no other
+    for row in rows:
+        model, trained_on, epoch = row[0], row[1].replace("-", "_"), row[2]
+        values = {(m.name, tuple(sorted(m.tags.items()))): m.value for m in entries[model].metrics}
+        for column, cell in zip(header[3:], row[3:]):
+            metric, key, value = COLUMNS[column]
+            tags = tuple(sorted({key: value, "epoch": epoch, "trained_on": trained_on}.items()))
+            assert cell == formatted(values.get((metric, tags))), (model, trained_on, epoch, column)
+
+
+def test_the_stated_costs_are_the_recorded_ones():
+    """`model: N s in all; training X s an epoch; an evaluation Y s` lines: N the task's wall time, X the
+    members' training time without its evaluations over its epochs, Y the mean evaluation time."""
+    entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
+    stated = re.findall(r"^- `([^`]+)`: (\d+) s in all; training (\d+) s an epoch; an evaluation (\d+) s", CARD, re.M)
+    assert {model for model, *_ in stated} == set(entries)
+    for model, total, epoch, evaluation in stated:
+        entry = entries[model]
+        training = entry.info["training"]["members"]
+        seconds = entry.info["evaluation_seconds"]
+        trained = training["train_seconds_with_evaluation"] - sum(
+            value for key, value in seconds.items() if key.startswith("members@") and key != "members@0")
+        epochs = max(entry.config["epochs"])
+        assert int(total) == round(entry.wall_time_s)
+        assert int(epoch) == round(trained / epochs)
+        assert int(evaluation) == round(sum(seconds.values()) / len(seconds))
+
+
+def test_the_prose_repeats_only_figures_of_the_table_and_the_files():
+    """Every three-decimal figure of the section's prose is a cell of the table; the epochs to AUC 0.9 it
+    names are the files' `epochs_to_auc`."""
+    section = CARD.split("## Reference numbers", 1)[1].split("\n## ", 1)[0]
+    prose = "\n".join(line for line in section.splitlines() if not line.startswith("|"))
+    cells = {cell for line in section.splitlines() if line.startswith("|")
+             for cell in line.strip("|").replace(" ", "").split("|")}
+    figures = re.findall(r"(?<![\d.])\d\.\d{3}(?![\d])", prose)
+    assert figures and set(figures) <= cells, set(figures) - cells
+    reached = {name: entry.metrics for name, entry in
+               newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION).items()}
+    epochs = {name: next(m.value for m in metrics if m.name == "epochs_to_auc") for name, metrics in reached.items()}
+    text = " ".join(prose.split())
+    assert (f"reached after {epochs['SmolLM2-135M-Instruct.Q4_1']:g} epochs by SmolLM2, after "
+            f"{epochs['gemma-3-270m-q4_k_m']:g} by gemma") in text
+    assert epochs["xsum-gpt2-outside-e05"] is None and "not within 4 by the reference GPT-2" in text

@@ -1,0 +1,98 @@
+"""The privacy_extraction card states only what reproduces: the spread table of the reference T5s
+(mean ± std [per seed] at the last epoch), the figures drawn from it, and the scores it gives of the
+real causal LMs (SmolLM2, gemma-3-270m) equal, at the card's rounding, their committed results files.
+The v1 table (an earlier build, one seed), the memory and speed measurements (timings, runs with
+--limit) and the seed's numbers are not measurements of a committed file."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from tests.helpers.committed import newest_committed, same
+
+ROOT = Path(__file__).resolve().parents[2]
+CARD = (ROOT / "tasks" / "privacy_extraction" / "README.md").read_text(encoding="utf-8")
+TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
+VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+NUMBER = r"([\d.]+)"
+
+ENTRIES = newest_committed("privacy_extraction", VERSION)
+
+
+def metric(model: str, name: str, **tags: str):
+    (found,) = [m for m in ENTRIES[model].metrics if m.name == name and m.tags == tags]
+    return found
+
+
+def sentence(pattern: str) -> tuple[str, ...]:
+    found = re.search(pattern, TEXT)
+    assert found, f"the card no longer says: {pattern}"
+    return found.groups()
+
+
+def test_the_spread_over_seeds_is_the_committed_one():
+    seeds, epoch = sentence(r"The spread over seeds \(v2, seeds ([\d, ]+), epoch (\d+);")
+    lines = CARD.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| checkpoint | memorization-45 subset (all) |"))
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[start + 2:start + 4]]
+    assert [row[0] for row in rows] == ["`t5-ref`", "`t5-ref-sparse70`"]
+    for row in rows:
+        model = row[0].strip("`")
+        assert ENTRIES[model].info["finetuning"]["seeds"] == [int(s) for s in seeds.split(", ")], model
+        columns = [metric(model, "subset_score", epoch=epoch, group="memorization-45", times="all"),
+                   metric(model, "exact_match", epoch=epoch, group="memorization-45", times="all"),
+                   metric(model, "exact_match", epoch=epoch, group="privacy", field="gender"),
+                   metric(model, "epsilon", epoch=epoch, group="unique")]
+        for text, found in zip(row[1:], columns):
+            mean, std, per_seed = re.fullmatch(rf"{NUMBER} ± {NUMBER}(?: \[([\d., ]+)\])?", text).groups()
+            assert same(mean, found.value) and same(std, found.std), (model, text, found)
+            if per_seed is not None:
+                texts = per_seed.split(", ")
+                assert len(texts) == len(found.per_seed), (model, text)
+                assert all(same(t, v) for t, v in zip(texts, found.per_seed)), (model, text, found.per_seed)
+
+
+def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
+    dense, sparse = (metric(m, "subset_score", epoch="8", group="memorization-45", times="all")
+                     for m in ("t5-ref", "t5-ref-sparse70"))
+    difference, times, std1, n1, std2, n2, error = sentence(
+        rf"memorization-45 difference between the two \({NUMBER}\) is about (\w+) times its standard error "
+        rf"\(√\({NUMBER}²/(\d) \+ {NUMBER}²/(\d)\) ≈ {NUMBER}\)")
+    seeds = len(dense.per_seed)
+    assert same(difference, sparse.value - dense.value), difference
+    assert same(std1, dense.std) and same(std2, sparse.std) and int(n1) == int(n2) == seeds, (std1, std2, n1, n2)
+    standard_error = math.sqrt(dense.std ** 2 / seeds + sparse.std ** 2 / seeds)
+    assert same(error, standard_error), (error, standard_error)
+    words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+    assert words[times] == round((sparse.value - dense.value) / standard_error), times
+    low, high = sentence(rf"across seeds it runs from {NUMBER} to {NUMBER},")
+    genders = [v for m in ("t5-ref", "t5-ref-sparse70")
+               for v in metric(m, "exact_match", epoch="8", group="privacy", field="gender").per_seed]
+    assert same(low, min(genders)) and same(high, max(genders)), (low, high, genders)
+
+
+def test_the_real_causal_lms_scores_are_the_committed_ones():
+    smollm = sentence(rf"memorization-45 subset score {NUMBER} \({NUMBER} before\), privacy fields mostly their "
+                      rf"format \(gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}\), "
+                      rf"epsilon {NUMBER}\.")
+    gemma = sentence(rf"memorization-45 subset score {NUMBER} \({NUMBER} before; {NUMBER} for the secrets seen 5 "
+                     rf"times\), gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}, "
+                     rf"epsilon {NUMBER}\.")
+    steps = sentence(r"(\d+) steps of batch 8 at about") + sentence(r"(\d+) steps at about")
+    for model, texts, step in (("SmolLM2-135M-Instruct.Q4_1", smollm, steps[0]),
+                               ("gemma-3-270m-q4_k_m", gemma, steps[1])):
+        entry = ENTRIES[model]
+        assert entry.config["epochs"] == [1] and entry.config["finetune_seeds"] == 1, model
+        assert entry.config["learning_rate"] == 1e-4 and entry.info["finetuning"]["steps"] == int(step), model
+        wanted = [metric(model, "subset_score", epoch="1", group="memorization-45", times="all"),
+                  metric(model, "subset_score", epoch="0", group="memorization-45", times="all")]
+        if len(texts) == 7:
+            wanted.append(metric(model, "subset_score", epoch="1", group="memorization-45", times="5"))
+        wanted += [metric(model, "exact_match", epoch="1", group="privacy", field="gender"),
+                   metric(model, "subset_score", epoch="1", group="privacy", field="url"),
+                   metric(model, "subset_score", epoch="1", group="privacy", field="ssn"),
+                   metric(model, "epsilon", epoch="1", group="unique")]
+        for text, found in zip(texts, wanted, strict=True):
+            assert same(text, found.value), (model, found.name, found.tags, text, found.value)

@@ -1,0 +1,49 @@
+"""The weat card states only what reproduces: its table of all-MiniLM-L6-v2's effect sizes and mean
+|d| and the chance-floor figures of the untrained reference models equal, at the card's rounding,
+the committed results files. Caliskan et al.'s GloVe numbers (the paper) and the older build's 0.34
+are not measurements of a committed file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.helpers.committed import newest_committed, same
+
+ROOT = Path(__file__).resolve().parents[2]
+CARD = (ROOT / "tasks" / "weat" / "README.md").read_text(encoding="utf-8")
+TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
+VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+ENTRIES = newest_committed("weat", VERSION)
+
+
+def value(model: str, name: str, **tags: str) -> float:
+    (found,) = [m.value for m in ENTRIES[model].metrics if m.name == name and m.tags == tags]
+    return found
+
+
+def test_the_minilm_table_is_the_committed_one():
+    lines = CARD.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| representation | WEAT 1 |"))
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[start + 2:start + 4]]
+    assert [row[0] for row in rows] == ["static", "contextual (last layer)"]
+    assert ENTRIES[MINILM].config["layer"] == -1
+    for row in rows:
+        representation = row[0].split()[0]
+        wanted = [value(MINILM, "effect_size", representation=representation, test=f"weat{i}") for i in range(1, 11)]
+        wanted += [value(MINILM, "mean_abs_d", representation=representation, group=group)
+                   for group in ("race", "gender", "all")]
+        assert len(row[1:]) == len(wanted) == 13
+        for column, (text, number) in enumerate(zip(row[1:], wanted), start=1):
+            assert same(text, number), (representation, column, text, number)
+
+
+def test_the_chance_floor_figures_are_the_committed_ones():
+    gpt2, bert = re.search(r"contextual mean \|d\| of ([\d.]+) \(xsum-gpt2-e00, .*?\) and ([\d.]+) \(mlm-bert-e00\)",
+                           TEXT).groups()
+    minilm = re.search(r"MiniLM's ([\d.]+) stands above that", TEXT).group(1)
+    for text, model in ((gpt2, "xsum-gpt2-e00"), (bert, "mlm-bert-e00"), (minilm, MINILM)):
+        number = value(model, "mean_abs_d", representation="contextual", group="all")
+        assert same(text, number), (model, text, number)
