@@ -1,10 +1,10 @@
 """Fine-tuning a copy of the submitted checkpoint, with the transformers Trainer: the one engine of
 every task that trains (privacy_extraction on its secrets, finetune_memorization on known members).
 
-Every (source, target) pair appears `times` times per epoch (`training_rows`; a plain text is the
-pair ("", text): [BOS] + text, every text token a label, as `causal_token_logprobs` scores it). seq2seq: encoder input = source,
-labels = target. Causal LM: input = [BOS] source target, labels = the target tokens only (the
-rest -100). Constant learning rate, AdamW without weight decay, no warm-up, seeded; after each
+Every (source, target) pair appears `times` times per epoch (`training_rows`). seq2seq: encoder
+input = source, labels = target. Causal LM: input = [BOS] source target, labels = the target tokens
+only (the rest -100); a plain text is the pair ("", text): [BOS] + text, every text token a label, as
+`causal_token_logprobs` scores it. Constant learning rate, AdamW without weight decay, no warm-up, seeded; after each
 epoch in `evaluate_at` the callback `on_checkpoint(epoch, model)` runs on the model in eval mode.
 Full fine-tuning trains every weight of the model it is given (a fresh copy); LoRA (peft) adds a
 seeded adapter to every adapted linear layer and trains only it, the other weights frozen (they may
