@@ -32,6 +32,7 @@ from leaderboard.render import (
     CONTROLS_NOTE,
     GROUPS,
     LIMIT_MARK,
+    NULL_LEGEND,
     agreement,
     all_metrics,
     better_in_words,
@@ -156,7 +157,8 @@ def render_site(submissions: Path) -> dict[str, bytes]:
     page("index.html", "index.html", title="membench leaderboard", table=table, groups=model_groups,
          first_task_column=first_task_column, heads=heads, better=better_in_words,
          kinds=sorted({m.kind for m in models}), pruned=any(m.sparsity is not None for m in models),
-         limited=any(m.limits for m in models), changed=changed_notes(groups["real"], plain))
+         limited=any(m.limits for m in models), changed=changed_notes(groups["real"], plain),
+         null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"]) else None)
     for task in tasks:
         figure, plot_note = task_figure(task, board)
         page(f"tasks/{task}.html", "task.html", title=task, task=task, card=card_html(task),
@@ -165,7 +167,8 @@ def render_site(submissions: Path) -> dict[str, bytes]:
              agreement=agreement(task, board, plain),
              skipped=skipped_notes(task, board, plain) + warning_notes(task, board, plain),
              figure=figure, plot_note=plot_note,
-             changed=changed_notes([b for b in groups["real"] if b.entry.name == task], plain, task=False))
+             changed=changed_notes([b for b in groups["real"] if b.entry.name == task], plain, task=False),
+             null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"] if b.entry.name == task) else None)
     for model in models:
         page(f"models/{model.slug}.html", "model.html", title=model.label, model=model, json=_json,
              fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, better=better_in_words,

@@ -243,3 +243,10 @@ def test_a_real_models_membership_on_the_reference_split_is_marked_a_null_contro
     assert NULL_LEGEND in real_text and NULL_LEGEND in section(markdown, f"## {TASK}")
     assert "○" not in subsection(markdown, "### Reference controls")  # the checkpoints trained on that split
     assert markdown.count("○") == 2 + 2  # the two legends, the overview value, the label in mink's table
+    from leaderboard.site import render_site
+
+    site = render_site(tmp_path)  # the web board: the same marks, and the legend under its tables
+    index, task_page = site["index.html"].decode(), site[f"tasks/{TASK}.html"].decode()
+    unescaped = NULL_LEGEND.split("'")[0]  # the legend up to its first apostrophe, which HTML escapes
+    legend = f'id="null-controls">{unescaped}'
+    assert "0.490 [0.440, 0.540] ○" in index and legend in index and legend in task_page
