@@ -1,7 +1,9 @@
-"""The committed results files a card's figures are checked against (`tests/tasks/test_*_card.py`)."""
+"""What a card test reads: the committed results files its figures are checked against, and the card's
+tables, sentences and rounding (`tests/tasks/test_*_card.py`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from harness.core.results import TaskEntry, load_results
@@ -30,3 +32,22 @@ def same(text: str, number: float) -> bool:
     text = text.strip("* ").replace(",", "").replace("−", "-")
     decimals = len(text.split(".")[1]) if "." in text else 0
     return abs(float(text) - number) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+def card_table(card: str, first_header: str) -> tuple[list[str], list[list[str]]]:
+    """The header cells and row cells of the markdown table in `card` whose header starts with `first_header`."""
+    lines = card.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return [cell.strip() for cell in lines[start].strip().strip("|").split("|")], rows
+
+
+def sentence(text: str, pattern: str) -> tuple[str, ...]:
+    """The groups of `pattern` in a card's `text`; a failure naming the pattern when the card no longer says it."""
+    found = re.search(pattern, text)
+    assert found, f"the card no longer says: {pattern}"
+    return found.groups()

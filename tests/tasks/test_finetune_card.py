@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from tasks.finetune_memorization.task import FinetuneMemorization
-from tests.helpers.committed import newest_committed
+from tests.helpers.committed import card_table, newest_committed
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "finetune_memorization" / "README.md").read_text(encoding="utf-8")
@@ -20,23 +20,12 @@ COLUMNS = {"Min-K% 20": ("auc", "score", "min_k_20"), "LOSS": ("auc", "score", "
            "eidetic chars, members": ("eidetic_mean", "group", "members")}
 
 
-def card_table(first_header: str) -> tuple[list[str], list[list[str]]]:
-    lines = CARD.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
-    return [cell.strip() for cell in lines[start].strip().strip("|").split("|")], rows
-
-
 def formatted(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}".replace("-0.000", "0.000")
 
 
 def test_every_figure_of_the_curves_is_the_committed_one():
-    header, rows = card_table("model")
+    header, rows = card_table(CARD, "model")
     entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
     assert {row[0] for row in rows} == set(entries)  # every committed model, and no other
     for row in rows:

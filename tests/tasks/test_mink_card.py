@@ -16,23 +16,12 @@ from harness.scoring.text import truncate_words
 from tasks.mink_membership.blind import blind_scores
 from tasks.mink_membership.data import load_membership_data
 from tasks.mink_membership.task import MinkConfig, MinkMembership
+from tests.helpers.committed import card_table
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "mink_membership" / "README.md").read_text(encoding="utf-8")
 COLUMNS = {"LOSS": "loss", "zlib": "zlib", "Min-K% 20": "min_k_20", "Min-K%++ 20": "min_k_pp_20", "ref": "ref",
            "ne": "ne", "ReCaLL": "recall", "DC-PDD": "dc_pdd", "gradnorm": "gradnorm"}
-
-
-def card_table(first_header: str) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of the card's markdown table whose header starts with `first_header`."""
-    lines = CARD.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
-    return [cell.strip() for cell in lines[start].strip().strip("|").split("|")], rows
 
 
 # The attacks compute what they computed in this version (the changelog: v5 and v6 changed the blind baselines only).
@@ -57,7 +46,7 @@ def committed_mink() -> dict[str, dict[str, float]]:
 
 
 def test_every_measured_auc_is_the_committed_one():
-    header, rows = card_table("model")
+    header, rows = card_table(CARD, "model")
     committed = committed_mink()
     assert len(rows) >= 9
     for row in rows:
@@ -74,7 +63,7 @@ def test_every_measured_auc_is_the_committed_one():
 
 
 def test_every_blind_auc_is_recomputed():
-    header, rows = card_table("data")
+    header, rows = card_table(CARD, "data")
     lengths = [int(cell) for cell in header[2:]]
     config = MinkConfig()
     assert lengths == list(config.lengths) and len(rows) == 6

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same
+from tests.helpers.committed import newest_committed, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "paywall_memorization" / "README.md").read_text(encoding="utf-8")
@@ -23,12 +23,6 @@ def value(model: str, metric: str, group: str) -> float:
     (found,) = [m.value for m in ENTRIES[model].metrics
                 if m.name == metric and m.tags == {"group": group, "bin": "all"}]
     return found
-
-
-def sentence(pattern: str) -> tuple[str, ...]:
-    found = re.search(pattern, TEXT)
-    assert found, f"the card no longer says: {pattern}"
-    return found.groups()
 
 
 def test_the_controls_table_is_the_committed_one():
@@ -50,19 +44,19 @@ def test_the_controls_table_is_the_committed_one():
 
 
 def test_the_rise_with_training_and_the_baseline_are_the_committed_ones():
-    english_and_japanese = sentence(rf"English members {NUMBER} \(untrained\), {NUMBER} \(1 epoch\), {NUMBER} "
+    english_and_japanese = sentence(TEXT, rf"English members {NUMBER} \(untrained\), {NUMBER} \(1 epoch\), {NUMBER} "
                                     rf"\(30 epochs\); Japanese {NUMBER}, {NUMBER}, {NUMBER}\.")
     models = [f"{corpus}-gpt2-e{epochs}" for corpus in ("xsum", "ja") for epochs in ("00", "01", "30")]
     for text, model in zip(english_and_japanese, models):
         assert same(text, value(model, "approximate_mean", "members")), (model, text)
-    approx, eidetic = sentence(rf"its own training articles \(the non-members\) as the member model does its own: "
+    approx, eidetic = sentence(TEXT, rf"its own training articles \(the non-members\) as the member model does its own: "
                                rf"approximate {NUMBER}, eidetic {NUMBER}\.")
     assert same(approx, value("xsum-gpt2-nonmembers-e30", "approximate_mean", "non_members")), approx
     assert same(eidetic, value("xsum-gpt2-nonmembers-e30", "eidetic_mean", "non_members")), eidetic
 
 
 def test_the_prompts_cut_are_the_committed_counts():
-    cut, english, japanese = sentence(r"(\d+) of the (\d+) English prompts is cut .*?none of the (\d+) Japanese ones")
+    cut, english, japanese = sentence(TEXT, r"(\d+) of the (\d+) English prompts is cut .*?none of the (\d+) Japanese ones")
     for model in ("xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30", "xsum-gpt2-nonmembers-e30"):
         generation = ENTRIES[model].info["generation"]
         assert (generation["n_prompts_cut"], generation["n_prompts"]) == (int(cut), int(english)), model

@@ -10,7 +10,7 @@ import math
 import re
 from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same
+from tests.helpers.committed import newest_committed, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "privacy_extraction" / "README.md").read_text(encoding="utf-8")
@@ -26,14 +26,8 @@ def metric(model: str, name: str, **tags: str):
     return found
 
 
-def sentence(pattern: str) -> tuple[str, ...]:
-    found = re.search(pattern, TEXT)
-    assert found, f"the card no longer says: {pattern}"
-    return found.groups()
-
-
 def test_the_spread_over_seeds_is_the_committed_one():
-    seeds, epoch = sentence(r"The spread over seeds \(v2, seeds ([\d, ]+), epoch (\d+);")
+    seeds, epoch = sentence(TEXT, r"The spread over seeds \(v2, seeds ([\d, ]+), epoch (\d+);")
     lines = CARD.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| checkpoint | memorization-45 subset (all) |"))
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[start + 2:start + 4]]
@@ -57,7 +51,7 @@ def test_the_spread_over_seeds_is_the_committed_one():
 def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
     dense, sparse = (metric(m, "subset_score", epoch="8", group="memorization-45", times="all")
                      for m in ("t5-ref", "t5-ref-sparse70"))
-    difference, times, std1, n1, std2, n2, error = sentence(
+    difference, times, std1, n1, std2, n2, error = sentence(TEXT, 
         rf"memorization-45 difference between the two \({NUMBER}\) is about (\w+) times its standard error "
         rf"\(√\({NUMBER}²/(\d) \+ {NUMBER}²/(\d)\) ≈ {NUMBER}\)")
     seeds = len(dense.per_seed)
@@ -67,20 +61,20 @@ def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
     assert same(error, standard_error), (error, standard_error)
     words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
     assert words[times] == round((sparse.value - dense.value) / standard_error), times
-    low, high = sentence(rf"across seeds it runs from {NUMBER} to {NUMBER},")
+    low, high = sentence(TEXT, rf"across seeds it runs from {NUMBER} to {NUMBER},")
     genders = [v for m in ("t5-ref", "t5-ref-sparse70")
                for v in metric(m, "exact_match", epoch="8", group="privacy", field="gender").per_seed]
     assert same(low, min(genders)) and same(high, max(genders)), (low, high, genders)
 
 
 def test_the_real_causal_lms_scores_are_the_committed_ones():
-    smollm = sentence(rf"memorization-45 subset score {NUMBER} \({NUMBER} before\), privacy fields mostly their "
+    smollm = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before\), privacy fields mostly their "
                       rf"format \(gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}\), "
                       rf"epsilon {NUMBER}\.")
-    gemma = sentence(rf"memorization-45 subset score {NUMBER} \({NUMBER} before; {NUMBER} for the secrets seen 5 "
+    gemma = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before; {NUMBER} for the secrets seen 5 "
                      rf"times\), gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}, "
                      rf"epsilon {NUMBER}\.")
-    steps = sentence(r"(\d+) steps of batch 8 at about") + sentence(r"(\d+) steps at about")
+    steps = sentence(TEXT, r"(\d+) steps of batch 8 at about") + sentence(TEXT, r"(\d+) steps at about")
     for model, texts, step in (("SmolLM2-135M-Instruct.Q4_1", smollm, steps[0]),
                                ("gemma-3-270m-q4_k_m", gemma, steps[1])):
         entry = ENTRIES[model]
