@@ -30,7 +30,6 @@ recall, dc_pdd, gradnorm; ne's neighbours are random draws on both sides, so onl
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from types import SimpleNamespace
@@ -48,6 +47,7 @@ from harness.scoring.text import truncate_words
 from harness.scoring.membership import recall_scores, token_frequencies
 from tasks.mink_membership.attacks import reference_scores
 from tasks.mink_membership.neighbours import cached_neighbours
+from record import add_output_flag, emit
 
 
 @torch.no_grad()
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=128)
     parser.add_argument("--neighbours", type=int, default=25)
     parser.add_argument("--batch-size", type=int, default=16)
+    add_output_flag(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
     target = load(ModelSpec(resolve_reference_model("reference:xsum-gpt2-e30"), device="cpu"))
@@ -232,7 +233,7 @@ def main() -> None:
                                                  add_start=False, progress=False))
     loop, loop_seconds = timed(loop_gradnorm)
     record("gradnorm", seconds, loop_seconds, float(np.max(np.abs(np.asarray(ours) - np.asarray(loop)))))
-    print(json.dumps(report, indent=2))
+    emit(report, args.output)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,12 @@ groups are exercised.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
 
 from harness.metrics import memorization as m
+from record import add_output_flag, emit
 
 
 def rank_interval(labels: np.ndarray, scores: np.ndarray, resamples: int) -> tuple[float | None, float | None]:
@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=400)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=20)
+    add_output_flag(parser)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     labels = np.repeat([1, 0], args.texts // 2)
@@ -55,7 +56,7 @@ def main() -> None:
         t_baseline = best_of(lambda: rank_interval(labels, scores, args.resamples), args.repeats)
         results[name] = {"harness_s": round(t_harness, 4), "baseline_s": round(t_baseline, 4),
                          "ratio": round(t_baseline / t_harness, 2), "interval": harness}
-    print(json.dumps({"texts": args.texts, "resamples": args.resamples, **results}, indent=2))
+    emit({"texts": args.texts, "resamples": args.resamples, **results}, args.output)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ $MEMBENCH_CACHE, else ~/.cache/membench.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -30,6 +29,7 @@ from harness.model.loading import ModelSpec, load
 from harness.reference.build import build, checkpoint_folders, reference_builds
 from harness.scoring.generation import greedy_continuations
 from tasks.paywall_memorization.data import load_paywall_data
+from record import add_output_flag, emit
 
 
 def main() -> int:
@@ -38,6 +38,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    add_output_flag(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
     folder = checkpoint_folders(build(reference_builds()[0]))[-1]
@@ -76,7 +77,7 @@ def main() -> int:
         "one_at_a_time_over_batched": round(seconds["one_at_a_time"] / seconds["batched"], 2),
         "outputs_identical": identical,
     }
-    print(json.dumps(report, indent=2))
+    emit(report, args.output)
     return 0 if identical else 1
 
 

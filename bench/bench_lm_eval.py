@@ -18,7 +18,6 @@ lm-eval is membench's `lm-eval` extra (and in the test extra): `pip install -e "
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 
@@ -30,6 +29,7 @@ from harness.reference.build import BuildConfig, build, checkpoint_folders
 from harness.reference.corpus import reference_corpus
 from harness.scoring.causal import causal_token_logprobs
 from harness.scoring.text import truncate_words
+from record import add_output_flag, emit
 
 
 def membench_sums(lm, texts, batch_size, distribution_stats):
@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--length", type=int, default=48)
+    add_output_flag(parser)
     args = parser.parse_args()
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
     from lm_eval.models.huggingface import HFLM
@@ -83,7 +84,7 @@ def main() -> None:
         "membench_logprobs_only_over_lm_eval": round(best["lm_eval_rolling"] / best["membench_logprobs_only"], 2),
         "max_abs_difference_of_sums": float(np.max(np.abs(sums["membench_mink"] - sums["lm_eval_rolling"]))),
     }
-    print(json.dumps(report, indent=2))
+    emit(report, args.output)
 
 
 if __name__ == "__main__":

@@ -17,18 +17,18 @@ classifier (12 layers, 768 wide, random weights, the reference tokenizer); the B
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 from transformers import BertConfig, BertForTokenClassification, pipeline
 
 from harness.model.loading import ModelSpec, load
-from harness.reference.build import checkpoint_folders
-from harness.reference.ner_build import NerBuildConfig, build_ner
+from harness.reference.checkpoints import resolve_reference_model
+from harness.reference.ner_build import NerBuildConfig
 from tasks.ner_prompt_memorization.prompts import builtin_prompts, fill
 from tasks.ner_prompt_memorization.strategies import ConfidenceTable
 from tasks.ner_prompt_memorization.task import entity_labels
+from record import add_output_flag, emit
 
 PAPER_PROMPTS, PAPER_NAMES = 400, 3302
 
@@ -69,9 +69,10 @@ def main() -> int:
     parser.add_argument("--base-prompts", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
+    add_output_flag(parser)
     args = parser.parse_args()
     torch.set_grad_enabled(False)
-    lm = load(ModelSpec(str(checkpoint_folders(build_ner())[-1]), device="cpu"))
+    lm = load(ModelSpec(resolve_reference_model("reference:ner-bert-e06"), device="cpu"))  # the shipped weights
     labels = entity_labels(lm, "PER").ids
     layout = NerBuildConfig().names().as_layout()
     names = [n for split in layout.values() for side in split.values() for n in side[: args.names]]
@@ -89,7 +90,7 @@ def main() -> int:
         "pipeline": round(paper_sentences / base["pipeline_sentences_per_s"] / 3600, 2),
         "note": "typed prompts and baselines x all names; PTE adds its candidates on the dev names",
     }
-    print(json.dumps(report, indent=1))
+    emit(report, args.output)
     return 0
 
 

@@ -22,7 +22,6 @@ The defaults are the task's default run; the EWT comparison of the task card:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from harness.scoring.spans import words_to_text
 from tasks.probe_memorization import method
 from tasks.probe_memorization.data import load_conll_sample, load_probe_data
 from tasks.probe_memorization.probes import train_and_predict
+from record import add_output_flag, emit
 
 EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
 
@@ -69,6 +69,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--unbatched-sentences", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=2)
+    add_output_flag(parser)
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     if args.train:
@@ -158,7 +159,7 @@ def main() -> int:
         "ratio_recompute_over_cached": round((recompute_extraction_s + training) / (cached_extraction_s + training), 2),
         "extraction_ratio": round(recompute_extraction_s / cached_extraction_s, 2),
     }
-    print(json.dumps(report, indent=1))
+    emit(report, args.output)
     return 0
 
 

@@ -61,6 +61,7 @@ from tasks.stereoset.data import DEFAULT, load_stereoset  # noqa: E402
 from tasks.stereoset.scoring import option_scores  # noqa: E402
 from tasks.weat.data import load_weat  # noqa: E402
 from tasks.weat.task import WeatConfig, word_vectors  # noqa: E402
+from record import add_output_flag, emit  # noqa: E402
 
 
 def timed(runs: dict, repeats: int) -> tuple[dict[str, float], dict]:
@@ -209,6 +210,7 @@ def main() -> int:
     parser.add_argument("--stereoset-examples", type=int, default=100)
     parser.add_argument("--paywall-examples", type=int, default=16)
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
+    add_output_flag(parser)
     args = parser.parse_args()
     chosen = [name.strip() for name in args.only.split(",")]
     started = time.perf_counter()
@@ -218,7 +220,7 @@ def main() -> int:
     for name in chosen:
         report[name] = SECTIONS[name](lm, args)
         print(json.dumps({name: report[name]}), file=sys.stderr, flush=True)
-    print(json.dumps(report, indent=1))
+    emit(report, args.output)
     return 0
 
 

@@ -16,7 +16,6 @@ plus the harness with the Min-K%++ distribution statistics (what the task runs),
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
@@ -26,6 +25,7 @@ from harness.reference.build import BuildConfig, build, checkpoint_folders
 from harness.reference.corpus import reference_corpus
 from harness.scoring.causal import causal_token_logprobs, encode_with_bos, sliding_windows
 from harness.scoring.text import truncate_words
+from record import add_output_flag, emit
 
 
 def harness_scoring(lm, texts, batch_size):
@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--length", type=int, default=128)
+    add_output_flag(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
     folder = checkpoint_folders(build(BuildConfig()))[-1]
@@ -104,7 +105,7 @@ def main() -> None:
         "raw_over_harness": round(seconds["raw_forward"] / seconds["harness"], 3),
         "naive_over_harness": round(seconds["naive_per_text"] / seconds["harness"], 3),
     }
-    print(json.dumps(report, indent=2))
+    emit(report, args.output)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ fastest is kept.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
@@ -41,6 +40,7 @@ from harness.reference.build import build, checkpoint_folders, quick_config
 from harness.reference.mlm_build import build_mlm
 from tasks.stereoset.data import DEFAULT, LABELS, load_stereoset
 from tasks.stereoset.scoring import masked_lm_queries, option_scores, start_token
+from record import add_output_flag, emit
 
 
 def one_by_one(model, tokenizer, examples) -> np.ndarray:
@@ -99,6 +99,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--kinds", default="masked,causal", help="which scorers to time: masked, causal or both")
     parser.add_argument("--causal-model", help="a causal LM folder (default: the quick reference GPT-2, 15 epochs)")
+    add_output_flag(parser)
     args = parser.parse_args()
     kinds = {kind.strip() for kind in args.kinds.split(",")}
     torch.set_grad_enabled(False)
@@ -121,7 +122,7 @@ def main() -> int:
         lm.model = GPT2LMHeadModel(GPT2Config(vocab_size=config.vocab_size, n_positions=1024,
                                               bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id)).eval()
         report["gpt2_small_sized"] = time_both(lm, examples[: args.base_examples], args.batch_size, args.repeats)
-    print(json.dumps(report, indent=1))
+    emit(report, args.output)
     return 0
 
 

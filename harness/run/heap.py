@@ -18,6 +18,7 @@ three xsum-gpt2 checkpoints in one process 183 s against 220 s), and the results
 every number: where memory comes from changes no arithmetic (PyTorch aligns
 every tensor to 64 bytes itself). The cost: up to about `TRIM_THRESHOLD` + `TOP_PAD` of freed
 memory stays counted in the process's resident size (measured peak 3.9 GB against 3.6 GB).
+`bench/bench_heap.py` measures both ways in one run (docs/scaling.md cites its record).
 
 It is left alone where the C library is not glibc, and where the user set glibc's malloc
 tunables (`GLIBC_TUNABLES` with `glibc.malloc.`, or a `MALLOC_*_` variable): e.g.

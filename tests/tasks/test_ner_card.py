@@ -1,8 +1,9 @@
 """The ner_prompt_memorization card states only what reproduces: its table of the current reference
 checkpoints (ner-bert-e06, ner-bert-e00), the control margins' measured values and the sentence count
-of the cost section equal, at the card's rounding, the committed results files. The former build's
-tables (ner-bert-e20, v1/v2), the subset figures of the task test, the paper's numbers and the
-timings are not measurements of a committed file."""
+and time of the cost section equal, at the card's rounding, the committed results files (the bench's
+figures are checked against its record by tests/unit/test_bench_records.py). The former build's
+tables (ner-bert-e20, v1/v2), the subset figures of the task test and the paper's numbers are not
+measurements of a committed file."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.app.parser import JOB_BATCH_SIZE
 from tests.helpers.committed import newest_committed, same
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +73,5 @@ def test_the_control_margins_and_the_cost_are_the_committed_ones():
     assert int(prompts) == counts["typed_prompts"]
     assert int(names) == counts["dev_in"] + counts["dev_out"] + counts["test_in"] + counts["test_out"]
     assert int(sentences.replace(",", "")) == counts["scored_sentences"], sentences
+    seconds, batch = re.search(r"`membench run` scores the task in (\d+) s on 2 CPU cores \(batch (\d+);", TEXT).groups()
+    assert same(seconds, ENTRIES["ner-bert-e06"].wall_time_s) and int(batch) == JOB_BATCH_SIZE

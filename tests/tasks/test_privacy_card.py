@@ -1,8 +1,9 @@
 """The privacy_extraction card states only what reproduces: the spread table of the reference T5s
 (mean ± std [per seed] at the last epoch), the figures drawn from it, and the scores it gives of the
-real causal LMs (SmolLM2, gemma-3-270m) equal, at the card's rounding, their committed results files.
-The v1 table (an earlier build, one seed), the memory and speed measurements (timings, runs with
---limit) and the seed's numbers are not measurements of a committed file."""
+real causal LMs (SmolLM2, gemma-3-270m) equal, at the card's rounding, their committed results files;
+the table of what a 7B needs is the memory estimate's. The v1 table (an earlier build, one seed), the
+memory and speed measurements (timings, runs with --limit) and the seed's numbers are not
+measurements of a committed file."""
 
 from __future__ import annotations
 
@@ -90,3 +91,49 @@ def test_the_real_causal_lms_scores_are_the_committed_ones():
                    metric(model, "epsilon", epoch="1", group="unique")]
         for text, found in zip(texts, wanted, strict=True):
             assert same(text, found.value), (model, found.name, found.tags, text, found.value)
+
+
+def test_the_7b_table_is_the_estimate_of_a_llama_2_7b_shape():
+    """"What a 7B needs": `memory.estimate` of a Llama-2-7B's shape built on the meta device (no memory),
+    at the task's default batch and rows, on CUDA: every figure of both rows in both dtypes."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harness.training import memory
+    from tasks.privacy_extraction.task import PrivacyConfig
+
+    defaults = PrivacyConfig()
+    config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                         num_key_value_heads=32, vocab_size=32000, max_position_embeddings=4096)
+    lines = CARD.splitlines()
+    header = lines.index("| | bfloat16 weights | float32 weights |")
+    rows = {cells[0]: cells[1:] for cells in
+            ([cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[header + 2:header + 4])}
+
+    def gb(value: int) -> float:
+        return value / memory.GB
+
+    for column, dtype in enumerate((torch.bfloat16, torch.float32)):
+        with torch.device("meta"):
+            model = LlamaForCausalLM(config).to(dtype)
+        shape = memory.model_shape(model, False, defaults.max_source_tokens, defaults.max_target_tokens)
+        full, lora = (memory.estimate(shape, method, defaults.finetune_batch_size, on_cuda=True)
+                      for method in ("full", "lora"))
+        full_cell, lora_cell = rows["full"][column], rows["LoRA, rank 8, all-linear"][column]
+        # the sum as the cell writes it: loaded + state + max(activations + logits, step), or its short form
+        assert same(sentence(full_cell, r"^([\d.]+)")[0], gb(full.loaded_model))
+        assert same(sentence(full_cell, r"\*\*([\d.]+) GB\*\*")[0], gb(full.total))
+        assert same(sentence(full_cell, r"\+ ([\d.]+)")[0], gb(full.copy + full.gradients + full.optimizer_moments))
+        assert same(sentence(lora_cell, r"\*\*([\d.]+) GB\*\*")[0], gb(lora.total))
+        assert same(sentence(lora_cell, r"^([\d.]+)")[0], gb(lora.loaded_model))
+        activations, logits = re.findall(r"\+ ([\d.]+)", lora_cell)[1:3]
+        assert same(activations, gb(lora.activations)) and same(logits, gb(lora.logits))
+        if column == 0:
+            assert same(sentence(full_cell, r"max\(([\d.]+) activations")[0], gb(full.activations))
+            assert same(sentence(full_cell, r"activations \+ ([\d.]+) logits")[0], gb(full.logits))
+            assert same(sentence(full_cell, r"([\d.]+) AdamW step\)")[0], gb(full.optimizer_step))
+            assert same(sentence(lora_cell, r"T = ([\d.]+) M adapter")[0], lora.trainable_parameters / 1e6)
+            assert same(sentence(TEXT, r"in bfloat16 \(([\d.]+) GB needed\)")[0], gb(full.needed))
+    assert same(sentence(TEXT, r"P = ([\d.]+) B, h = ")[0], shape.parameters / 1e9)
+    assert sentence(TEXT, r"defaults B = (\d+), S = (\d+);") == (str(defaults.finetune_batch_size),
+                                                                   str(shape.logit_tokens))

@@ -1,8 +1,9 @@
 """The probe_memorization card states only what reproduces: its table of all-MiniLM-L6-v2's
 memorization effect in the default run (the CoNLL-2003 sample), the run's sizes stated with it and
 the range of the standard deviations equal the committed results file. The UD EWT table (run by
-hand, not committed), the paper's finding and the speed figures (timings) are not measurements of a
-committed file."""
+hand, not committed) and the paper's finding are not measurements of a committed file; the bench's
+figures are checked against its record by tests/unit/test_bench_records.py, the default run's time
+here."""
 
 from __future__ import annotations
 
@@ -49,3 +50,8 @@ def test_the_default_runs_sizes_are_the_committed_ones():
     assert entry.info["skipped_train_sizes"] == [skipped_1.replace(",", ""), skipped_2.replace(",", "")]
     assert int(repetitions) == entry.counts["repetitions"] == entry.config["repetitions"]
     assert int(seed) == entry.seed
+
+
+def test_the_default_run_s_time_is_the_committed_one():
+    (seconds,) = re.search(r"MiniLM's default run took (\d+) s in `membench run`", " ".join(CARD.split())).groups()
+    assert same(seconds, newest_committed("probe_memorization", VERSION)[MINILM].wall_time_s)

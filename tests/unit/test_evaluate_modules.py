@@ -273,3 +273,17 @@ def test_docstring_examples_run(evaluate_lib, name):
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_the_interop_page_example_prints_what_it_says(evaluate_lib):
+    """docs/interop.md's Python example, run as written: its last call gives the dict its comment shows."""
+    import ast
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "interop.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    *statements, shown = [line for line in code.strip().splitlines() if line]
+    assert shown.startswith("# {")
+    namespace: dict = {}
+    exec("\n".join(statements[:-1]), namespace)  # noqa: S102 - the page's own example
+    assert eval(statements[-1], namespace) == ast.literal_eval(shown.removeprefix("# "))  # noqa: S307

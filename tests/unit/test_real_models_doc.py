@@ -214,3 +214,18 @@ def test_the_settings_marked_are_the_changed_ones(row):
             rest = rest.replace(words, "")
     assert named == set(entry.changed_settings or []), (cell, entry.changed_settings)
     assert not rest.replace("‡", "").replace(",", "").strip(), f"words of the task cell not checked: {rest!r}"
+
+
+def test_the_cut_privacy_runs_train_the_stated_share_of_the_defaults():
+    """"the defaults (checkpoints after 4 and 8 epochs, 3 seeds) train 24 times as long" as the rows'
+    1 epoch with 1 seed."""
+    from tasks.privacy_extraction.task import PrivacyConfig
+
+    text = " ".join(DOC.split())
+    found = re.search(r"the defaults \(checkpoints after (\d+) and (\d+) epochs, (\d+) seeds\) train (\d+) times as long",
+                      text)
+    assert found, "docs/real-models.md no longer says what the privacy cut saves"
+    defaults = PrivacyConfig()
+    assert tuple(map(int, found.groups()[:2])) == defaults.epochs
+    assert int(found.group(3)) == defaults.finetune_seeds
+    assert int(found.group(4)) == max(defaults.epochs) * defaults.finetune_seeds

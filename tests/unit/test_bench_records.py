@@ -1,0 +1,194 @@
+"""Every speed figure the docs and task cards take from a bench is its committed record's: the record
+(`bench/results/<bench>.json`, written by the bench's `--output`, `bench/record.py`) holds the numbers
+with the date, machine and command that measured them, and each citing section names the record,
+its date and its machine. A figure re-measured, or reworded, without its record fails here."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.helpers.committed import same
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+FIGURE = r"(-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?)"
+
+
+@dataclass(frozen=True)
+class Citation:
+    """`pattern` (a page's sentence, its figures written `{}`) states `values(record's report)` in order."""
+
+    page: str
+    bench: str
+    pattern: str
+    values: Callable[[dict], list[float]]
+
+
+def seconds(report: dict, section: str, *names: str) -> list[float]:
+    return [report[section]["seconds"][name] for name in names]
+
+
+CITATIONS = [
+    # docs/scaling.md: data parallel on CPU
+    Citation("docs/scaling.md", "bench_parallel",
+             "`mink_membership` on the {} reference texts and the 30-epoch reference GPT-2, best of {} rounds, the whole "
+             "command): 2 processes × 1 thread {} s, 1 process × 1 thread {} s, 1 process × 2 threads {} s; the two "
+             "1-thread settings give identical numbers. On a few cores, data parallel gains little over one process "
+             "using them all ({}×)",
+             lambda r: [400, r["repeats"], r["wall_seconds"]["c_2procs_1thread"], r["wall_seconds"]["b_1proc_1thread"],
+                        r["wall_seconds"]["a_1proc_2threads"], r["speedup_c_over_a"]]
+             if r["c_identical_to_b"] and r["model"] == "xsum-gpt2-e30" else []),
+    # docs/scaling.md: the memory the process keeps
+    Citation("docs/scaling.md", "bench_heap",
+             "took {} s against {} s ({} million minor page faults against {} million), identical results, "
+             "peak resident size {} GB against {} GB",
+             lambda r: [r["seconds"]["kept"], r["seconds"]["returned"], r["minor_faults"]["kept"] / 1e6,
+                        r["minor_faults"]["returned"] / 1e6, r["max_rss_bytes"]["kept"] / 1e9,
+                        r["max_rss_bytes"]["returned"] / 1e9] if r["identical"] else []),
+    # docs/scaling.md: speed at real size, the table's rows
+    Citation("docs/scaling.md", "bench_real_model",
+             "| LOSS / Min-K%, {} XSum texts × {} words, batch {} | {} s | per-text loop {} s; lm-eval "
+             "`loglikelihood_rolling` {} s; the forward pass alone {} s | {}x; {}x; {} (the ceiling) | "
+             "per token within {} of the loop |",
+             lambda r: [r["scoring"]["texts"], r["scoring"]["length_words"], r["scoring"]["batch_size"],
+                        *seconds(r, "scoring", "membench", "per_text_loop", "lm_eval_rolling", "raw_forward"),
+                        r["scoring"]["per_text_loop_over_membench"], r["scoring"]["lm_eval_rolling_over_membench"],
+                        r["scoring"]["raw_forward_over_membench"],
+                        r["scoring"]["max_abs_difference_per_token_vs_per_text_loop"]]),
+    Citation("docs/scaling.md", "bench_real_model",
+             "| StereoSet, {} examples | {} s | the official loop {} s | {}x | within {} |",
+             lambda r: [r["stereoset"]["examples"], *seconds(r, "stereoset", "membench", "official_loop"),
+                        r["stereoset"]["official_loop_over_membench"], r["stereoset"]["max_abs_difference"]]),
+    Citation("docs/scaling.md", "bench_real_model",
+             "| WEAT 1-{} contextual, {} words × {} templates | {} s | a per-test loop {} s | {}x | within {} |",
+             lambda r: [r["weat"]["tests"], r["weat"]["distinct_words"], r["weat"]["templates"],
+                        *seconds(r, "weat", "membench", "per_test_loop"), r["weat"]["per_test_loop_over_membench"],
+                        r["weat"]["max_abs_difference"]]),
+    Citation("docs/scaling.md", "bench_real_model",
+             "| paywall generation, {} articles | {} s | one `generate` per article {} s | {}x | identical |",
+             lambda r: [r["paywall"]["examples"], *seconds(r, "paywall", "membench", "per_article"),
+                        r["paywall"]["per_article_over_membench"]] if r["paywall"]["outputs_identical"] else []),
+    # tasks/mink_membership/README.md: the attacks against MIMIR's per-text loops
+    Citation("tasks/mink_membership/README.md", "bench_attacks",
+             "the 30-epoch reference GPT-2, {} reference texts cut to {} words, batch {}, best of 3 runs): against "
+             "per-text loops as MIMIR runs them, ref {}×, ReCaLL {}× (P runs once; its key/value cache serves every "
+             "text), ne {}× (25 neighbours; neighbour making and scoring), gradnorm {}×, DC-PDD {}× with its own "
+             "forward pass and {}× as the task runs it",
+             lambda r: [r["texts"], r["length_words"], r["batch_size"]]
+             + [r["loop_over_membench"][name] for name in ("ref", "recall", "ne", "gradnorm", "dc_pdd", "dc_pdd_in_task")]),
+    Citation("tasks/mink_membership/README.md", "bench_attacks",
+             "The per-text scores agree within {} (ref), {} (ReCaLL), {} (DC-PDD) and {} (gradnorm).",
+             lambda r: [r["max_abs_difference"][name] for name in ("ref", "recall", "dc_pdd", "gradnorm")]),
+    # tasks/ner_prompt_memorization/README.md: scoring against the transformers pipeline
+    Citation("tasks/ner_prompt_memorization/README.md", "bench_ner",
+             "batch {}, best of 2 rounds) against `pipeline(\"token-classification\")` called sentence by sentence on "
+             "the same sentences: {} vs {} sentences/s on the reference model ({}×); {} vs {} sentences/s on a "
+             "BERT-base-sized classifier ({}×:",
+             lambda r: [r["batch_size"]]
+             + [r["reference_ner"][k] for k in ("membench_sentences_per_s", "pipeline_sentences_per_s", "speedup")]
+             + [r["bert_base_sized"][k] for k in ("membench_sentences_per_s", "pipeline_sentences_per_s", "speedup")]),
+    Citation("tasks/ner_prompt_memorization/README.md", "bench_ner",
+             "= {} sentences, PTE aside) would take about {} hours on this machine for a BERT-base model ({} hours "
+             "with the pipeline)",
+             lambda r: [r["paper_job_bert_base_hours"][k] for k in ("sentences", "membench", "pipeline")]),
+    # tasks/probe_memorization/README.md: extraction, probe fits and the cached design
+    Citation("tasks/probe_memorization/README.md", "bench_probe",
+             "the CoNLL sample: {} distinct sentences, {} subword tokens; torch {} threads for extraction",
+             lambda r: [r["distinct_sentences"], r["subword_tokens"], r["torch_threads"]]),
+    Citation("tasks/probe_memorization/README.md", "bench_probe",
+             "contextual {} tokens/s batched (batch {}) against {} tokens/s sentence by sentence ({}×); static {} "
+             "tokens/s",
+             lambda r: [r["extraction"]["contextual_per_sentence_vs_batched"]["batched_tokens_per_s"], r["batch_size"],
+                        r["extraction"]["contextual_per_sentence_vs_batched"]["unbatched_tokens_per_s"],
+                        r["extraction"]["contextual_per_sentence_vs_batched"]["speedup"],
+                        r["extraction"]["static"]["tokens_per_s"]]),
+    Citation("tasks/probe_memorization/README.md", "bench_probe",
+             "linear {} s at ~{} training tokens, {} s at ~{}; MLP ({} epochs) {} s and {} s",
+             lambda r: [r["probe_training"]["linear"]["50"]["seconds_per_fit"],
+                        r["probe_training"]["linear"]["50"]["train_tokens_mean"],
+                        r["probe_training"]["linear"]["151"]["seconds_per_fit"],
+                        r["probe_training"]["linear"]["151"]["train_tokens_mean"], 20,
+                        r["probe_training"]["mlp"]["50"]["seconds_per_fit"],
+                        r["probe_training"]["mlp"]["151"]["seconds_per_fit"]]),
+    Citation("tasks/probe_memorization/README.md", "bench_probe",
+             "(R = {}, sizes {}, {}, all, both probes): {} s vs {} s ({}×; extraction alone {}×)",
+             lambda r: [r["design"]["repetitions"], *r["design"]["sizes"][:2], r["design"]["cached_s"],
+                        r["design"]["recompute_s"], r["design"]["ratio_recompute_over_cached"],
+                        r["design"]["extraction_ratio"]]
+             if r["design"]["probes"] == ["linear", "mlp"] and r["design"]["sizes"][-1] == r["pool_sentences"] else []),
+]
+
+
+def record(bench: str) -> dict:
+    return json.loads((RESULTS / f"{bench}.json").read_text())
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def agrees(written: str, value: float) -> bool:
+    """`written` is `value` at its rounding; in scientific notation (6.2e-5), at its mantissa's digits."""
+    if "e" in written:
+        mantissa, exponent = written.split("e")
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        return abs(float(written) - value) <= 0.5 * 10 ** (int(exponent) - decimals) * (1 + 1e-9)
+    return same(written, value)
+
+
+def check(citation: Citation, page_text: str, report_record: dict) -> None:
+    """The page's section that says `citation.pattern` gives the record's figures, names it, its date and machine."""
+    pattern = re.escape(citation.pattern).replace(re.escape("{}"), FIGURE)
+    sections = [flat(section) for section in re.split(r"\n(?=#)", page_text)]
+    found, section = next(((m, text) for text in sections if (m := re.search(pattern, text))), (None, ""))
+    assert found, f"{citation.page} no longer says: {citation.pattern}"
+    expected = citation.values(report_record["report"])
+    assert len(expected) == len(found.groups()), f"{citation.bench}'s record no longer supports: {citation.pattern}"
+    for written, value in zip(found.groups(), expected):
+        assert agrees(written, value), f"{citation.page}: {written} is not {value} ({citation.bench}): {found.group(0)}"
+    assert f"bench/results/{citation.bench}.json" in section, f"{citation.page}: the section does not name its record"
+    assert report_record["date"] in section, f"{citation.page}: the section does not give the record's date"
+    machine = report_record["machine"]
+    assert machine["cpu"] in section, f"{citation.page}: the section does not name the machine"
+    capability = {"AVX512": "AVX-512", "AVX2": "AVX2"}.get(machine["cpu_capability"], machine["cpu_capability"])
+    assert capability in section, f"{citation.page}: the section does not give the CPU's kernels ({capability})"
+
+
+@pytest.mark.parametrize("citation", CITATIONS, ids=lambda c: f"{c.page}:{c.bench}:{c.pattern[:30]}")
+def test_every_cited_figure_is_its_record_s(citation):
+    check(citation, (ROOT / citation.page).read_text(encoding="utf-8"), record(citation.bench))
+
+
+def test_every_record_is_cited_and_every_cited_record_is_checked():
+    cited = {c.bench for c in CITATIONS}
+    assert {path.stem for path in RESULTS.glob("*.json")} == cited
+    pages = [*ROOT.glob("docs/*.md"), *ROOT.glob("tasks/*/README.md"), ROOT / "README.md"]
+    named = {name for page in pages for name in re.findall(r"bench/results/(\w+)\.json", page.read_text())}
+    assert named <= cited, f"pages name records no test checks: {named - cited}"
+
+
+def test_a_record_is_complete_and_names_how_to_measure_again():
+    for path in RESULTS.glob("*.json"):
+        data = json.loads(path.read_text())
+        assert data["bench"] == f"{path.stem}.py" and data["command"].startswith(f"python bench/{path.stem}.py")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", data["date"]) and data["machine"]["cpu"] and data["report"]
+
+
+def test_a_figure_that_is_not_the_record_s_fails(tmp_path):
+    citation = CITATIONS[0]
+    data = record(citation.bench)
+    page = (ROOT / citation.page).read_text(encoding="utf-8")
+    check(citation, page, data)
+    first = citation.values(data["report"])[2]
+    changed = json.loads(json.dumps(data))
+    changed["report"]["wall_seconds"]["c_2procs_1thread"] = first + 1
+    with pytest.raises(AssertionError, match="is not"):
+        check(citation, page, changed)
+    with pytest.raises(AssertionError, match="date"):
+        check(citation, page, {**data, "date": "1999-01-01"})
