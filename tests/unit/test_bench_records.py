@@ -41,6 +41,7 @@ CITATIONS = [
              "command): 2 processes × 1 thread {} s, 1 process × 1 thread {} s, 1 process × 2 threads {} s; the two "
              "1-thread settings give identical numbers. On a few cores, data parallel gains little over one process "
              "using them all ({}×)",
+             # 400: the reference corpus's texts, which the report does not restate
              lambda r: [400, r["repeats"], r["wall_seconds"]["c_2procs_1thread"], r["wall_seconds"]["b_1proc_1thread"],
                         r["wall_seconds"]["a_1proc_2threads"], r["speedup_c_over_a"]]
              if r["c_identical_to_b"] and r["model"] == "xsum-gpt2-e30" else []),
@@ -113,7 +114,7 @@ CITATIONS = [
              lambda r: [r["probe_training"]["linear"]["50"]["seconds_per_fit"],
                         r["probe_training"]["linear"]["50"]["train_tokens_mean"],
                         r["probe_training"]["linear"]["151"]["seconds_per_fit"],
-                        r["probe_training"]["linear"]["151"]["train_tokens_mean"], 20,
+                        r["probe_training"]["linear"]["151"]["train_tokens_mean"], 20,  # the bench's --mlp-epochs
                         r["probe_training"]["mlp"]["50"]["seconds_per_fit"],
                         r["probe_training"]["mlp"]["151"]["seconds_per_fit"]]),
     Citation("tasks/probe_memorization/README.md", "bench_probe",
