@@ -40,6 +40,7 @@ from harness.metrics.bias import stereoset_scores
 from harness.model.loading import ModelSpec, context_length, load
 from tasks.stereoset.data import DEFAULT, LABELS, load_stereoset, read_file
 from tasks.stereoset.scoring import option_scores
+from record import add_output_flag, emit
 
 
 def official_json(examples, keep) -> dict:
@@ -107,6 +108,7 @@ def main() -> int:
     parser.add_argument("--causal-context", default="official", choices=["official", "bos"])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--make-tiny-bert", action="store_true", help="write a random tiny BERT to --model first")
+    add_output_flag(parser)
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     if args.make_tiny_bert:
@@ -127,14 +129,14 @@ def main() -> int:
     theirs = np.array([[theirs_by_id[f"{e.example_id}-{label}"] for label in LABELS] for e in examples])
     compared = np.exp(ours) if lm.kind is ModelKind.CAUSAL_LM else ours
     mine = stereoset_scores([e.target for e in examples], ours[:, 0], ours[:, 1], ours[:, 2])
-    print(json.dumps({
+    emit({
         "model": args.model, "kind": lm.kind.value, "examples": len(examples),
         "causal_context": args.causal_context if lm.kind is ModelKind.CAUSAL_LM else None,
         "max_relative_difference": float(np.max(np.abs(compared - theirs) / np.abs(theirs))),
         "decisions_differing": int((decisions(ours) != decisions(theirs)).sum()), "decisions": int(theirs.size),
         "official": {"lms": official_results["LM Score"], "ss": official_results["SS Score"],
                      "icat": official_results["ICAT Score"]},
-        "membench": {name: mine[name] for name in ("lms", "ss", "icat")}}, indent=1))
+        "membench": {name: mine[name] for name in ("lms", "ss", "icat")}}, args.output)
     return 0
 
 

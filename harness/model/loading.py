@@ -32,7 +32,7 @@ from harness.files.sources import first_line
 from harness.model import gguf
 from harness.model.identity import TOKENIZER_PATTERNS, model_identity, tokenizer_files
 from harness.model.kinds import detect_kind_with_note, model_class, model_type_kind
-from harness.model.pretrained import resolve_pretrained
+from harness.model.pretrained import PREFIX, PRETRAINED, resolve_pretrained
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,11 @@ def load_tokenizer(folder: Path, trust_remote_code: bool, gguf_file: str | None 
 
 def default_name(model: str, from_hub: bool, folder: Path, gguf_file: str | None = None) -> str:
     """A model's display name unless the user gives one: the hub id, the local folder's name, or for a
-    GGUF file its name without `.gguf` (after the hub id)."""
+    GGUF file its name without `.gguf` (after the hub id); a `pretrained:` folder is named by the hub
+    id of its original (the wheel's folder name says nothing), as `membench run` names it."""
+    declared = PRETRAINED.get(model.removeprefix(PREFIX)) if model.startswith(PREFIX) else None
+    if declared is not None and not gguf_file:
+        return declared.original
     if gguf_file:
         stem = Path(gguf_file).stem
         return f"{model}/{stem}" if from_hub else stem

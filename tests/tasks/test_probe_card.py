@@ -7,6 +7,7 @@ here."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -55,3 +56,89 @@ def test_the_default_runs_sizes_are_the_committed_ones():
 def test_the_default_run_s_time_is_the_committed_one():
     (seconds,) = re.search(r"MiniLM's default run took (\d+) s in `membench run`", " ".join(CARD.split())).groups()
     assert same(seconds, newest_committed("probe_memorization", VERSION)[MINILM].wall_time_s)
+
+
+def test_the_ewt_table_is_its_committed_results_file():
+    """"Measured: all-MiniLM-L6-v2 ... on UD English EWT": every cell of the table, and the sizes in its
+    heading, equal the results file committed beside the card (`measured/`, made by the command the card
+    gives; not in submissions/, since the board shows the default run)."""
+    from harness.core.results import load_results
+    from leaderboard.collect import read_submissions
+
+    (path,) = (ROOT / "tasks" / "probe_memorization" / "measured").glob("*.json")
+    results = load_results(path)
+    entry = results.task("probe_memorization")
+    (default_run,) = [r for _, r in read_submissions(ROOT / "submissions") if r.model.name == MINILM]
+    assert entry.status == "ok" and entry.version == VERSION and results.model.identity == default_run.model.identity
+    assert "en_ewt-ud-dev.conllu" in entry.info["data_source"]
+    counts = entry.counts
+    heading = re.search(r"dev \(([\d,]+) sentences, ([\d,]+) tokens\) as pool, test \(([\d,]+) sentences, ([\d,]+) "
+                        r"tokens\) as evaluation, (\d+) UPOS tags, R = (\d+), seed (\d+)\.", TEXT).groups()
+    assert [int(x.replace(",", "")) for x in heading] == [
+        counts["pool_sentences"], counts["pool_tokens"], counts["eval_sentences"], counts["eval_tokens"],
+        counts["tags"], counts["repetitions"], entry.seed]
+    metrics = {(m.name, m.tags["representation"], m.tags["probe"], m.tags["train_size"]): m for m in entry.metrics}
+    lines = CARD.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| representation | probe | sentences |"))
+    table = itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2:])
+    rows = [[cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")] for line in table]
+    assert len(rows) == 20
+    for representation, probe, size, accuracy, seen, unseen, effect, control, selectivity in rows:
+        size = "all" if size.startswith("all") else size
+        key = (representation, probe, size)
+        assert same(accuracy, metrics[("accuracy", *key)].value), key
+        assert same(control, metrics[("control_accuracy", *key)].value), key
+        for cell, name in ((seen, "seen_accuracy"), (unseen, "unseen_accuracy"), (effect, "memorization_effect"),
+                           (selectivity, "selectivity")):
+            value, std = cell.split("±")
+            assert same(value, metrics[(name, *key)].value) and same(std, metrics[(name, *key)].std), (key, name, cell)
+    assert f"all ({counts['pool_sentences']:,})".replace(",", "") in " ".join(row[2] for row in rows)
+
+
+def ewt_metrics() -> dict:
+    """(metric, representation, probe, train size) -> value of the committed EWT results file."""
+    from harness.core.results import load_results
+
+    (path,) = (ROOT / "tasks" / "probe_memorization" / "measured").glob("*.json")
+    entry = load_results(path).task("probe_memorization")
+    return {(m.name, m.tags["representation"], m.tags["probe"], m.tags["train_size"]): m.value for m in entry.metrics}
+
+
+def test_the_ewt_reading_states_its_results_file():
+    """The figures of "Reading it against the paper's finding" are the EWT table's."""
+    m = ewt_metrics()
+
+    def effect(representation, probe, size):
+        return m["memorization_effect", representation, probe, size]
+
+    def spread(name, *keys):
+        values = [m[(name, *key)] for key in keys]
+        return min(values), max(values)
+
+    expected = [
+        (r"contextual linear ([\d.]+) → ([\d.]+), static MLP ([\d.]+) → ([\d.]+)\)",
+         [effect("contextual", "linear", "50"), effect("contextual", "linear", "all"),
+          effect("static", "mlp", "50"), effect("static", "mlp", "all")]),
+        (r"gap falls least \(([\d.]+) → ([\d.]+)\)", [effect("static", "linear", "50"), effect("static", "linear", "all")]),
+        (r"from 500 sentences on \(all: ([\d.]+) vs ([\d.]+)\)",
+         [effect("static", "linear", "all"), effect("contextual", "linear", "all")]),
+        (r"static embeddings: ([\d.]+) vs ([\d.]+)\)",
+         [m["accuracy", "contextual", "linear", "50"], m["accuracy", "static", "linear", "50"]]),
+        (r"unseen words fall to ([\d.]+)–([\d.]+),",
+         spread("unseen_accuracy", ("contextual", "linear", "50"), ("contextual", "linear", "100"))),
+        (r"at every size \(all: ([\d.]+) vs ([\d.]+)\)", [effect("static", "mlp", "all"), effect("contextual", "mlp", "all")]),
+        (r"control accuracy ([\d.]+)–([\d.]+) vs ([\d.]+)–([\d.]+) with all sentences",
+         [*spread("control_accuracy", ("static", "linear", "all"), ("static", "mlp", "all")),
+          *spread("control_accuracy", ("contextual", "linear", "all"), ("contextual", "mlp", "all"))]),
+        (r"selectivity is lower \(([\d.]+)–([\d.]+) vs ([\d.]+)–([\d.]+)\)",
+         [*spread("selectivity", ("static", "linear", "all"), ("static", "mlp", "all")),
+          *spread("selectivity", ("contextual", "linear", "all"), ("contextual", "mlp", "all"))]),
+    ]
+    for pattern, values in expected:
+        found = re.search(pattern, TEXT)
+        assert found, f"the card no longer says: {pattern}"
+        assert all(same(text, value) for text, value in zip(found.groups(), values, strict=True)), (pattern, values)
+    for representation in ("static", "contextual"):  # "the gap shrinks ... for both representations and both probes"
+        for probe in ("linear", "mlp"):
+            assert effect(representation, probe, "all") < effect(representation, probe, "50")
+    assert all(effect("contextual", "mlp", size) > effect("static", "mlp", size) for size in ("50", "100", "500", "1000", "all"))

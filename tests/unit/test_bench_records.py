@@ -1,7 +1,8 @@
-"""Every speed figure the docs and task cards take from a bench is its committed record's: the record
-(`bench/results/<bench>.json`, written by the bench's `--output`, `bench/record.py`) holds the numbers
-with the date, machine and command that measured them, and each citing section names the record,
-its date and its machine. A figure re-measured, or reworded, without its record fails here."""
+"""Every figure the docs and task cards take from a bench is its committed record's: the record
+(`bench/results/<bench>.json`, or `<bench>--<label>.json` for one of several runs of a bench; written by
+the bench's `--output`, `bench/record.py`) holds the numbers with the date, machine and command that
+measured them, and each citing section names the record, its date and its machine. A figure
+re-measured, or reworded, without its record fails here."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ FIGURE = r"(-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?)"
 
 @dataclass(frozen=True)
 class Citation:
-    """`pattern` (a page's sentence, its figures written `{}`) states `values(record's report)` in order."""
+    """`pattern` (a page's sentence, its figures written `{}`) states `values(record's report)` in order;
+    `bench` names the record (its file's stem)."""
 
     page: str
     bench: str
@@ -32,6 +34,22 @@ class Citation:
 
 def seconds(report: dict, section: str, *names: str) -> list[float]:
     return [report[section]["seconds"][name] for name in names]
+
+
+def stereoset_row(label: str, row: str, same_to: bool) -> Citation:
+    """A row of the stereoset card's agreement table: examples, the largest relative difference, the
+    decisions that differ, the official LMS / SS / ICAT, and membench's (or "the same to 1e-12")."""
+    metrics = ("lms", "ss", "icat")
+
+    def values(r: dict) -> list[float]:
+        if same_to and any(abs(r["official"][k] - r["membench"][k]) > 1e-12 for k in metrics):
+            return []
+        return [r["examples"], r["max_relative_difference"], r["decisions_differing"], r["decisions"],
+                *(r["official"][k] for k in metrics), *([] if same_to else (r["membench"][k] for k in metrics))]
+
+    membench = "the same to 1e-12" if same_to else "{} / {} / {}"
+    return Citation("tasks/stereoset/README.md", f"stereoset_official--{label}",
+                    f"| {row} | {{}} | {{}} | {{}} of {{}} | {{}} / {{}} / {{}} | {membench} |", values)
 
 
 CITATIONS = [
@@ -123,6 +141,10 @@ CITATIONS = [
                         r["design"]["recompute_s"], r["design"]["ratio_recompute_over_cached"],
                         r["design"]["extraction_ratio"]]
              if r["design"]["probes"] == ["linear", "mlp"] and r["design"]["sizes"][-1] == r["pool_sentences"] else []),
+    # tasks/stereoset/README.md: agreement with the official code, a row per record
+    stereoset_row("xsum-gpt2-e30", "reference GPT-2 (`xsum-gpt2-e30`), `--causal-context official`", same_to=True),
+    stereoset_row("xsum-gpt2-e30-bos", "the same, `--causal-context bos` (v1)", same_to=False),
+    stereoset_row("tiny-bert", "random tiny BERT (`--make-tiny-bert`), masked", same_to=True),
 ]
 
 
@@ -170,14 +192,16 @@ def test_every_record_is_cited_and_every_cited_record_is_checked():
     cited = {c.bench for c in CITATIONS}
     assert {path.stem for path in RESULTS.glob("*.json")} == cited
     pages = [*ROOT.glob("docs/*.md"), *ROOT.glob("tasks/*/README.md"), ROOT / "README.md"]
-    named = {name for page in pages for name in re.findall(r"bench/results/(\w+)\.json", page.read_text())}
+    named = {name for page in pages for name in re.findall(r"bench/results/([\w-]+)\.json", page.read_text())}
     assert named <= cited, f"pages name records no test checks: {named - cited}"
 
 
 def test_a_record_is_complete_and_names_how_to_measure_again():
     for path in RESULTS.glob("*.json"):
         data = json.loads(path.read_text())
-        assert data["bench"] == f"{path.stem}.py" and data["command"].startswith(f"python bench/{path.stem}.py")
+        bench = path.stem.split("--")[0]
+        assert data["bench"] == f"{bench}.py" and data["command"].startswith(f"python bench/{bench}.py")
+        assert path.stem == bench or f"--output bench/results/{path.name}" in data["command"]
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", data["date"]) and data["machine"]["cpu"] and data["report"]
 
 

