@@ -26,11 +26,26 @@ def newest_committed(task: str, version: int) -> dict[str, TaskEntry]:
     return {name: entry for name, (_, entry) in found.items()}
 
 
+def flat(text: str) -> str:
+    """`text` with every run of whitespace (its line breaks included) as one space: prose to search."""
+    return " ".join(text.split())
+
+
+def read_card(task: str) -> tuple[str, str, int]:
+    """A task card: its markdown, its prose `flat`, and the version its first line names."""
+    card = (ROOT / "tasks" / task / "README.md").read_text(encoding="utf-8")
+    return card, flat(card), int(re.search(r"\(version (\d+)\)", card).group(1))
+
+
 def same(text: str, number: float) -> bool:
     """`text` (a figure as a card writes it: thousands commas, a Unicode minus, bold markers allowed) is
-    `number` rounded to as many decimals as `text` shows."""
+    `number` rounded to as many decimals as `text` shows; in scientific notation (6.2e-5), to as many
+    as its mantissa shows."""
     text = text.strip("* ").replace(",", "").replace("−", "-")
-    decimals = len(text.split(".")[1]) if "." in text else 0
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    if exponent:  # half a unit of the mantissa's last digit, at the figure's scale
+        return abs(float(text) - number) <= 0.5 * 10 ** (int(exponent) - decimals) * (1 + 1e-9)
     return abs(float(text) - number) <= 0.5 * 10 ** -decimals + 1e-9
 
 

@@ -8,17 +8,13 @@ measurements of a committed file."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 
 from harness.app.parser import JOB_BATCH_SIZE
-from tests.helpers.committed import newest_committed, same
+from tests.helpers.committed import newest_committed, read_card, same
 
-ROOT = Path(__file__).resolve().parents[2]
-CARD = (ROOT / "tasks" / "ner_prompt_memorization" / "README.md").read_text(encoding="utf-8")
-TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
-VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+CARD, TEXT, VERSION = read_card("ner_prompt_memorization")
 
 ENTRIES = newest_committed("ner_prompt_memorization", VERSION)
 

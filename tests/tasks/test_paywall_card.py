@@ -6,14 +6,10 @@ the former builds' (issue 18) and the recipe's settings are not measurements of 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same, sentence
+from tests.helpers.committed import newest_committed, read_card, same, sentence
 
-ROOT = Path(__file__).resolve().parents[2]
-CARD = (ROOT / "tasks" / "paywall_memorization" / "README.md").read_text(encoding="utf-8")
-TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
-VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+CARD, TEXT, VERSION = read_card("paywall_memorization")
 NUMBER = r"([\d.,]+)"
 
 ENTRIES = newest_committed("paywall_memorization", VERSION)

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same, sentence
+from tests.helpers.committed import newest_committed, read_card, same, sentence
 
-ROOT = Path(__file__).resolve().parents[2]
-CARD = (ROOT / "tasks" / "privacy_extraction" / "README.md").read_text(encoding="utf-8")
-TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
-VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+CARD, TEXT, VERSION = read_card("privacy_extraction")
 NUMBER = r"([\d.]+)"
 
 ENTRIES = newest_committed("privacy_extraction", VERSION)

@@ -11,12 +11,10 @@ import itertools
 import re
 from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same
+from tests.helpers.committed import newest_committed, read_card, same
 
 ROOT = Path(__file__).resolve().parents[2]
-CARD = (ROOT / "tasks" / "probe_memorization" / "README.md").read_text(encoding="utf-8")
-TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
-VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+CARD, TEXT, VERSION = read_card("probe_memorization")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -54,19 +52,25 @@ def test_the_default_runs_sizes_are_the_committed_ones():
 
 
 def test_the_default_run_s_time_is_the_committed_one():
-    (seconds,) = re.search(r"MiniLM's default run took (\d+) s in `membench run`", " ".join(CARD.split())).groups()
+    (seconds,) = re.search(r"MiniLM's default run took (\d+) s in `membench run`", TEXT).groups()
     assert same(seconds, newest_committed("probe_memorization", VERSION)[MINILM].wall_time_s)
+
+
+def ewt_results():
+    """The EWT run's results file, committed beside the card (`measured/`)."""
+    from harness.core.results import load_results
+
+    (path,) = (ROOT / "tasks" / "probe_memorization" / "measured").glob("*.json")
+    return load_results(path)
 
 
 def test_the_ewt_table_is_its_committed_results_file():
     """"Measured: all-MiniLM-L6-v2 ... on UD English EWT": every cell of the table, and the sizes in its
     heading, equal the results file committed beside the card (`measured/`, made by the command the card
     gives; not in submissions/, since the board shows the default run)."""
-    from harness.core.results import load_results
     from leaderboard.collect import read_submissions
 
-    (path,) = (ROOT / "tasks" / "probe_memorization" / "measured").glob("*.json")
-    results = load_results(path)
+    results = ewt_results()
     entry = results.task("probe_memorization")
     (default_run,) = [r for _, r in read_submissions(ROOT / "submissions") if r.model.name == MINILM]
     assert entry.status == "ok" and entry.version == VERSION and results.model.identity == default_run.model.identity
@@ -95,18 +99,10 @@ def test_the_ewt_table_is_its_committed_results_file():
     assert f"all ({counts['pool_sentences']:,})".replace(",", "") in " ".join(row[2] for row in rows)
 
 
-def ewt_metrics() -> dict:
-    """(metric, representation, probe, train size) -> value of the committed EWT results file."""
-    from harness.core.results import load_results
-
-    (path,) = (ROOT / "tasks" / "probe_memorization" / "measured").glob("*.json")
-    entry = load_results(path).task("probe_memorization")
-    return {(m.name, m.tags["representation"], m.tags["probe"], m.tags["train_size"]): m.value for m in entry.metrics}
-
-
 def test_the_ewt_reading_states_its_results_file():
     """The figures of "Reading it against the paper's finding" are the EWT table's."""
-    m = ewt_metrics()
+    m = {(x.name, x.tags["representation"], x.tags["probe"], x.tags["train_size"]): x.value
+         for x in ewt_results().task("probe_memorization").metrics}
 
     def effect(representation, probe, size):
         return m["memorization_effect", representation, probe, size]

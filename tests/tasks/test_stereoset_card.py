@@ -7,14 +7,10 @@ file), the former builds and MLM experiments of issue 18, and the agreement tabl
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same
+from tests.helpers.committed import newest_committed, read_card, same
 
-ROOT = Path(__file__).resolve().parents[2]
-CARD = (ROOT / "tasks" / "stereoset" / "README.md").read_text(encoding="utf-8")
-TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
-VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+CARD, TEXT, VERSION = read_card("stereoset")
 
 ENTRIES = newest_committed("stereoset", VERSION)
 

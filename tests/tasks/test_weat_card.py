@@ -6,14 +6,10 @@ are not measurements of a committed file."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from tests.helpers.committed import newest_committed, same
+from tests.helpers.committed import newest_committed, read_card, same
 
-ROOT = Path(__file__).resolve().parents[2]
-CARD = (ROOT / "tasks" / "weat" / "README.md").read_text(encoding="utf-8")
-TEXT = " ".join(CARD.split())  # the prose with its line breaks as spaces
-VERSION = int(re.search(r"\(version (\d+)\)", CARD).group(1))
+CARD, TEXT, VERSION = read_card("weat")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 ENTRIES = newest_committed("weat", VERSION)

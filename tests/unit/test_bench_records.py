@@ -14,7 +14,7 @@ from typing import Callable
 
 import pytest
 
-from tests.helpers.committed import same
+from tests.helpers.committed import flat, same
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -152,19 +152,6 @@ def record(bench: str) -> dict:
     return json.loads((RESULTS / f"{bench}.json").read_text())
 
 
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def agrees(written: str, value: float) -> bool:
-    """`written` is `value` at its rounding; in scientific notation (6.2e-5), at its mantissa's digits."""
-    if "e" in written:
-        mantissa, exponent = written.split("e")
-        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-        return abs(float(written) - value) <= 0.5 * 10 ** (int(exponent) - decimals) * (1 + 1e-9)
-    return same(written, value)
-
-
 def check(citation: Citation, page_text: str, report_record: dict) -> None:
     """The page's section that says `citation.pattern` gives the record's figures, names it, its date and machine."""
     pattern = re.escape(citation.pattern).replace(re.escape("{}"), FIGURE)
@@ -174,7 +161,7 @@ def check(citation: Citation, page_text: str, report_record: dict) -> None:
     expected = citation.values(report_record["report"])
     assert len(expected) == len(found.groups()), f"{citation.bench}'s record no longer supports: {citation.pattern}"
     for written, value in zip(found.groups(), expected):
-        assert agrees(written, value), f"{citation.page}: {written} is not {value} ({citation.bench}): {found.group(0)}"
+        assert same(written, value), f"{citation.page}: {written} is not {value} ({citation.bench}): {found.group(0)}"
     assert f"bench/results/{citation.bench}.json" in section, f"{citation.page}: the section does not name its record"
     assert report_record["date"] in section, f"{citation.page}: the section does not give the record's date"
     machine = report_record["machine"]

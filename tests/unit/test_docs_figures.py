@@ -17,14 +17,14 @@ from harness.reference.shipped import WEIGHTS
 from harness.run.runner import EvaluateOptions
 from harness.scoring import budgets, gradients
 from harness.scoring.causal import LOGITS_BUDGET_BYTES
-from tests.helpers.committed import same, sentence
+from tests.helpers.committed import flat, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def text(page: str) -> str:
     """A docs page with its line breaks as spaces."""
-    return " ".join((ROOT / "docs" / page).read_text(encoding="utf-8").split())
+    return flat((ROOT / "docs" / page).read_text(encoding="utf-8"))
 
 
 def test_the_gpu_page_states_the_batch_sizes_and_budgets_the_code_has():
