@@ -1,16 +1,17 @@
 """The privacy_extraction card states only what reproduces: the spread table of the reference T5s
 (mean ± std [per seed] at the last epoch), the figures drawn from it, and the scores it gives of the
 real causal LMs (SmolLM2, gemma-3-270m) equal, at the card's rounding, their committed results files;
-the table of what a 7B needs is the memory estimate's. The v1 table (an earlier build, one seed), the
-memory and speed measurements (timings, runs with --limit) and the seed's numbers are not
-measurements of a committed file."""
+the table of what a 7B needs, and the estimates of the table measured on CPU, are the memory
+estimate's (that table's measurements are its bench record's: `tests/unit/test_bench_records.py`)."""
 
 from __future__ import annotations
 
 import math
 import re
 
-from tests.helpers.committed import newest_committed, read_card, same, sentence
+from harness.core.results import load_results
+
+from tests.helpers.committed import ROOT, card_table, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("privacy_extraction")
 NUMBER = r"([\d.]+)"
@@ -18,9 +19,72 @@ NUMBER = r"([\d.]+)"
 ENTRIES = newest_committed("privacy_extraction", VERSION)
 
 
+def run_of(model: str) -> tuple[str, int, str]:
+    """The date, threads and CPU kernels of the committed run whose entry `ENTRIES[model]` is."""
+    for path in (ROOT / "submissions").glob("*.json"):
+        results = load_results(path)
+        if results.model.name.removeprefix("membench-ref/") == model and results.task("privacy_extraction") == ENTRIES[model]:
+            return results.created_at.date().isoformat(), results.environment.threads, results.environment.cpu_capability
+    raise AssertionError(f"no committed file holds {model}'s entry")
+
+
 def metric(model: str, name: str, **tags: str):
     (found,) = [m for m in ENTRIES[model].metrics if m.name == name and m.tags == tags]
     return found
+
+
+def test_the_means_table_is_the_committed_one():
+    """The reference checkpoints' table at epochs 0, 4 and 8: every cell the committed run's mean."""
+    _, rows = card_table(CARD, "checkpoint | epoch")
+    assert [(row[0], row[1]) for row in rows] == [(f"`{m}`", e) for m in ("t5-ref", "t5-ref-sparse70")
+                                                  for e in ("0", "4", "8")]
+    for row in rows:
+        model, epoch = row[0].strip("`"), row[1]
+        subset, exact, unique, gender_age, epsilon = row[2:]
+        for text, name in ((subset, "subset_score"), (exact, "exact_match")):
+            by_times, overall = re.fullmatch(r"(.+) \(([\d.]+)\)", text).groups()
+            figures = by_times.split(" / ") + [overall]
+            wanted = [metric(model, name, epoch=epoch, group="memorization-45", times=times)
+                      for times in ("1", "2", "3", "4", "5", "all")]
+            assert all(same(f, m.value) for f, m in zip(figures, wanted, strict=True)), (model, epoch, name, text)
+        assert same(unique, metric(model, "subset_score", epoch=epoch, group="unique", times="1").value)
+        gender, age = gender_age.split(" / ")
+        assert same(gender, metric(model, "exact_match", epoch=epoch, group="privacy", field="gender").value)
+        assert same(age, metric(model, "exact_match", epoch=epoch, group="privacy", field="age").value)
+        assert same(epsilon, metric(model, "epsilon", epoch=epoch, group="unique").value), (model, epoch)
+    seeds = sentence(TEXT, r"The table gives the means over the (\d) fine-tuning seeds")[0]
+    assert all(len(ENTRIES[m].info["finetuning"]["seeds"]) == int(seeds) for m in ("t5-ref", "t5-ref-sparse70"))
+
+
+def test_what_no_model_reproduces_is_the_committed_run_s():
+    hobby = sentence(TEXT, r"At epoch 8 no URL, no SSN and no whole person is reproduced exactly by either model "
+                           r"\(exact match 0.00 on each\), and (\d+)% of the hobby lists are \(both\)")[0]
+    for model in ("t5-ref", "t5-ref-sparse70"):
+        for field in ("url", "ssn", "all"):
+            assert metric(model, "exact_match", epoch="8", group="privacy", field=field).value == 0, (model, field)
+        assert same(hobby, 100 * metric(model, "exact_match", epoch="8", group="privacy", field="hobby").value)
+
+
+def test_the_reference_speed_is_the_committed_run_s():
+    """The speed paragraph: the task's time, each seed's fine-tuning and the evaluations' range, from the
+    committed reference files (`wall_time_s`, `info.finetuning`, `info.evaluation_seconds`)."""
+    figures = sentence(TEXT, rf"the task took {NUMBER} s on `t5-ref` and {NUMBER} s on `t5-ref-sparse70`\. Each "
+                             rf"seed's fine-tuning \((\d+) steps over ([\d,]+) rows, with its two evaluations\) took "
+                             rf"{NUMBER} and {NUMBER} s \(`t5-ref`\), {NUMBER} and {NUMBER} s "
+                             rf"\(`t5-ref-sparse70`\); an evaluation .*? {NUMBER} to {NUMBER} s\.")
+    dense, sparse = ENTRIES["t5-ref"], ENTRIES["t5-ref-sparse70"]
+    evaluations = [s for entry in (dense, sparse) for epoch, seconds in entry.info["evaluation_seconds"].items()
+                   if epoch != "0" for s in seconds]
+    epochs = max(dense.config["epochs"])
+    wanted = [dense.wall_time_s, sparse.wall_time_s, dense.info["finetuning"]["steps"],
+              epochs * dense.info["finetuning"]["rows_per_epoch"],
+              *dense.info["finetuning"]["train_seconds_with_evaluation"],
+              *sparse.info["finetuning"]["train_seconds_with_evaluation"], min(evaluations), max(evaluations)]
+    assert sparse.info["finetuning"]["steps"] == wanted[2]
+    for text, value in zip(figures, wanted, strict=True):
+        assert same(text, value), (text, value)
+    for model in ("t5-ref", "t5-ref-sparse70"):
+        assert run_of(model) == ("2026-11-26", 2, "AVX2"), model
 
 
 def test_the_spread_over_seeds_is_the_committed_one():
@@ -71,7 +135,7 @@ def test_the_real_causal_lms_scores_are_the_committed_ones():
     gemma = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before; {NUMBER} for the secrets seen 5 "
                      rf"times\), gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}, "
                      rf"epsilon {NUMBER}\.")
-    steps = sentence(TEXT, r"(\d+) steps of batch 8 at about") + sentence(TEXT, r"(\d+) steps at about")
+    steps = sentence(TEXT, r"(\d+) steps of batch 8 at ") + sentence(TEXT, r"(\d+) steps at [\d.]+ s a step")
     for model, texts, step in (("SmolLM2-135M-Instruct.Q4_1", smollm, steps[0]),
                                ("gemma-3-270m-q4_k_m", gemma, steps[1])):
         entry = ENTRIES[model]
@@ -133,3 +197,62 @@ def test_the_7b_table_is_the_estimate_of_a_llama_2_7b_shape():
     assert same(sentence(TEXT, r"P = ([\d.]+) B, h = ")[0], shape.parameters / 1e9)
     assert sentence(TEXT, r"defaults B = (\d+), S = (\d+);") == (str(defaults.finetune_batch_size),
                                                                    str(shape.logit_tokens))
+
+
+def test_the_measured_table_s_estimates_are_the_formula_s():
+    """"Measured on CPU" cites the estimates its record (`bench/results/bench_finetune_memory.json`,
+    checked figure by figure in `tests/unit/test_bench_records.py`) holds: they must be what
+    `memory.estimate` gives today for SmolLM2-135M's shape (built on the meta device, float32), at the
+    task's defaults and at the plain loop's rows; a changed formula makes the record stale here."""
+    import json
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harness.training import memory
+    from tasks.privacy_extraction.task import PrivacyConfig
+
+    report = json.loads((ROOT / "bench" / "results" / "bench_finetune_memory.json").read_text())["report"]
+    config = LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                         num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192,
+                         tie_word_embeddings=True)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    defaults = PrivacyConfig()
+    rows = {"task": (defaults.max_source_tokens, defaults.max_target_tokens, defaults.finetune_batch_size),
+            "loop": (0, report["tokens"] - 1, report["batch"])}
+    for kind, (source, target, batch) in rows.items():
+        shape = memory.model_shape(model, False, source, target)
+        for method in ("full", "lora"):
+            expected = memory.estimate(shape, method, batch, on_cuda=False).record()
+            assert report[kind][method]["estimate_bytes"] == expected, (kind, method)
+
+
+def test_the_real_causal_lms_times_are_the_committed_ones():
+    """The two real LMs' time, peak RSS, time a step, evaluations and what the defaults would take:
+    (default steps × time a step + the epoch-0 evaluation + seeds × checkpoint epochs × one evaluation)."""
+    from tasks.privacy_extraction.task import PrivacyConfig
+
+    defaults = PrivacyConfig()
+    smollm = sentence(TEXT, rf"committed, marked ‡ on the board\): ([\d,]+) s, peak RSS {NUMBER} GB \(the weights.*? "
+                            rf"(\d+) steps of batch 8 at {NUMBER} s a step; the greedy outputs of the 345 secrets take "
+                            rf"{NUMBER} s before fine-tuning and {NUMBER} s after\..*? The defaults \(8 epochs, 3 seeds: "
+                            rf"([\d,]+) steps and (\d) evaluations\) would take about {NUMBER} hours on this machine")
+    gemma = sentence(TEXT, rf"same machine; committed, marked ‡\): ([\d,]+) s, peak RSS {NUMBER} GB, within the 24 GB "
+                           rf"machine\. (\d+) steps at {NUMBER} s a step; the greedy outputs take {NUMBER} s before and "
+                           rf"{NUMBER} s after\..*? The defaults would take about {NUMBER} hours on this machine "
+                           rf"\(([\d,]+) steps, (\d) evaluations\)")
+    gemma = (*gemma[:6], gemma[7], gemma[8], gemma[6])  # in smollm's order
+    for model, texts in (("SmolLM2-135M-Instruct.Q4_1", smollm), ("gemma-3-270m-q4_k_m", gemma)):
+        entry = ENTRIES[model]
+        training, evaluations = entry.info["finetuning"], entry.info["evaluation_seconds"]
+        (after,) = evaluations["1"]
+        step = (training["train_seconds_with_evaluation"][0] - after) / training["steps"]
+        steps = training["steps"] * max(defaults.epochs) * defaults.finetune_seeds
+        checkpoints = defaults.finetune_seeds * len(defaults.epochs)
+        hours = (steps * step + evaluations["0"] + checkpoints * after) / 3600
+        wanted = [entry.wall_time_s, entry.peak_rss_bytes / 1e9, training["steps"], step, evaluations["0"], after,
+                  steps, 1 + checkpoints, hours]
+        for text, value in zip(texts, wanted, strict=True):
+            assert same(text, value), (model, text, value)
+        assert run_of(model) == ("2026-11-26", 2, "AVX2"), model
