@@ -1,6 +1,6 @@
 """The finetune_memorization card states only what reproduces: every figure of its table of measured
 curves is the committed results file's (the newest finetune_memorization entry of each model), and the
-costs it states are those the files record."""
+costs, intervals, sizes and characters it states are those the files record."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from tasks.finetune_memorization.task import FinetuneMemorization
-from tests.helpers.committed import card_table, newest_committed
+from tests.helpers.committed import card_table, flat, newest_committed, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "finetune_memorization" / "README.md").read_text(encoding="utf-8")
@@ -38,12 +38,14 @@ def test_every_figure_of_the_curves_is_the_committed_one():
 
 
 def test_the_stated_costs_are_the_recorded_ones():
-    """`model: N s in all; training X s an epoch; an evaluation Y s` lines: N the task's wall time, X the
-    members' training time without its evaluations over its epochs, Y the mean evaluation time."""
+    """`model: N s in all; training X s an epoch; an evaluation Y s; peak RSS Z GB` lines: N the task's wall
+    time, X the members' training time without its evaluations over its epochs, Y the mean evaluation
+    time, Z the entry's peak resident memory (GB = 1e9 bytes, as `harness/training/memory.py`)."""
     entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
-    stated = re.findall(r"^- `([^`]+)`: (\d+) s in all; training (\d+) s an epoch; an evaluation (\d+) s", CARD, re.M)
+    stated = re.findall(r"^- `([^`]+)`: (\d+) s in all; training (\d+) s an epoch; an evaluation (\d+) s; "
+                        r"peak RSS ([\d.]+) GB$", CARD, re.M)
     assert {model for model, *_ in stated} == set(entries)
-    for model, total, epoch, evaluation in stated:
+    for model, total, epoch, evaluation, rss in stated:
         entry = entries[model]
         training = entry.info["training"]["members"]
         seconds = entry.info["evaluation_seconds"]
@@ -53,6 +55,7 @@ def test_the_stated_costs_are_the_recorded_ones():
         assert int(total) == round(entry.wall_time_s)
         assert int(epoch) == round(trained / epochs)
         assert int(evaluation) == round(sum(seconds.values()) / len(seconds))
+        assert same(rss, entry.peak_rss_bytes / 1e9), (model, rss, entry.peak_rss_bytes)
 
 
 def test_the_prose_repeats_only_figures_of_the_table_and_the_files():
@@ -71,3 +74,38 @@ def test_the_prose_repeats_only_figures_of_the_table_and_the_files():
     assert (f"reached after {epochs['SmolLM2-135M-Instruct.Q4_1']:g} epochs by SmolLM2, after "
             f"{epochs['gemma-3-270m-q4_k_m']:g} by gemma") in text
     assert epochs["xsum-gpt2-outside-e05"] is None and "not within 4 by the reference GPT-2" in text
+
+
+def test_the_stated_intervals_are_the_recorded_ones():
+    """"their 95% bootstrap intervals ...: ±H at epoch 0, narrower as the AUC nears 0 or 1": H is the
+    half-width of every table attack's AUC interval at epoch 0, and every AUC of those attacks below 0.1 or
+    above 0.9 has a narrower one; the epoch-0 Min-K% 20% intervals include 0.5, as the reading says."""
+    (half,) = sentence(flat(CARD), r"intervals are in the files: ±([\d.]+) at epoch 0, narrower as the AUC nears 0 or 1")
+    scores = {tag for metric, key, tag in COLUMNS.values() if metric == "auc"}
+    for model, entry in newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION).items():
+        aucs = [m for m in entry.metrics if m.name == "auc" and m.tags.get("score") in scores]
+        at_zero = [m for m in aucs if m.tags["epoch"] == "0"]
+        assert len(at_zero) == len(scores)
+        widths = [(m.ci_high - m.ci_low) / 2 for m in at_zero]
+        assert all(same(half, width) for width in widths), (model, half, widths)
+        assert all((m.ci_high - m.ci_low) / 2 < min(widths) for m in aucs if not 0.1 <= m.value <= 0.9), model
+        (min_k,) = [m for m in at_zero if m.tags["score"] == "min_k_20"]
+        assert min_k.ci_low <= 0.5 <= min_k.ci_high, (model, min_k)
+    assert "their intervals include 0.5" in flat(CARD)
+
+
+def test_the_stated_sizes_and_characters_are_the_recorded_ones():
+    """The parameter counts of "Memorization speed orders by size" are those the files' memory estimate
+    read from each model (`info.training_memory`), and gemma's members' characters after 4 epochs its
+    `eidetic_mean`."""
+    entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
+    gpt2, smol, gemma = sentence(flat(CARD), r"for the reference GPT-2 \(([\d.]+) M parameters\), [\d.]+ for SmolLM2 "
+                                             r"\(([\d.]+) M\) and [\d.]+ for gemma-3-270m \(([\d.]+) M\)")
+    stated = {"xsum-gpt2-outside-e05": gpt2, "SmolLM2-135M-Instruct.Q4_1": smol, "gemma-3-270m-q4_k_m": gemma}
+    for model, text in stated.items():
+        parameters = entries[model].info["training_memory"]["estimate_bytes"]["parameters"]
+        assert same(text, parameters / 1e6), (model, text, parameters)
+    (characters,) = sentence(flat(CARD), r"gemma's members give back (\d+) characters on average after 4 epochs")
+    (eidetic,) = [m.value for m in entries["gemma-3-270m-q4_k_m"].metrics if m.name == "eidetic_mean"
+                  and m.tags == {"group": "members", "epoch": "4", "trained_on": "members"}]
+    assert same(characters, eidetic), (characters, eidetic)

@@ -1,10 +1,14 @@
-"""The mink_membership card states only what reproduces: every figure of its table of measured AUCs equals
-the committed results file it comes from, and every figure of its blind-baseline table is recomputed here
-(the blind baselines never query a model)."""
+"""The mink_membership card states only what reproduces: every figure of its table of measured AUCs, and the
+untrained models' DC-PDD AUCs quoted in the prose, equal the committed results file they come from; the untrained
+model's AUCs on the shifted split equal the results file committed beside the card (`measured/`); every figure of
+its blind-baseline table, and the texts each control split keeps per length, are recomputed here (the blind
+baselines never query a model). The bench sentences are checked by tests/unit/test_bench_records.py."""
 
 from __future__ import annotations
 
+import json
 import re
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +20,11 @@ from harness.scoring.text import truncate_words
 from tasks.mink_membership.blind import blind_scores
 from tasks.mink_membership.data import load_membership_data
 from tasks.mink_membership.task import MinkConfig, MinkMembership
-from tests.helpers.committed import card_table
+from tests.helpers.committed import card_table, flat, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "mink_membership" / "README.md").read_text(encoding="utf-8")
+TEXT = flat(CARD)
 COLUMNS = {"LOSS": "loss", "zlib": "zlib", "Min-K% 20": "min_k_20", "Min-K%++ 20": "min_k_pp_20", "ref": "ref",
            "ne": "ne", "ReCaLL": "recall", "DC-PDD": "dc_pdd", "gradnorm": "gradnorm"}
 
@@ -41,8 +46,15 @@ def committed_mink() -> dict[str, dict[str, float]]:
         if name not in found or (entry.version, results.created_at) > found[name][0]:
             aucs = {metric.tags["score"]: metric.value for metric in entry.metrics
                     if metric.name == "auc" and metric.tags.get("length") == "128"}
-            found[name] = ((entry.version, results.created_at), entry.config["data"], aucs)
-    return {name: {"data": data, **aucs} for name, (_, data, aucs) in found.items()}
+            found[name] = ((entry.version, results.created_at), entry.config, aucs)
+    return {name: {"data": config["data"], "dc_pdd_corpus": config["dc_pdd_corpus"], **aucs}
+            for name, (_, config, aucs) in found.items()}
+
+
+@cache
+def split_texts(split: str):
+    """The labelled texts of a built-in split (`reference`, `reference:shifted`, `reference:era`)."""
+    return load_membership_data(split, "train", None, "label", 0, None).texts
 
 
 def test_every_measured_auc_is_the_committed_one():
@@ -69,7 +81,7 @@ def test_every_blind_auc_is_recomputed():
     assert lengths == list(config.lengths) and len(rows) == 6
     by_split: dict[str, dict[str, list[float]]] = {}
     for split in {re.sub(r"`", "", row[0]) for row in rows}:
-        texts = load_membership_data(split, "train", None, "label", 0, None).texts
+        texts = split_texts(split)
         values: dict[str, list[float]] = {"blind_bow": [], "blind_date": []}
         for length in lengths:
             cut = {i: truncate_words(t.text, length, "en") for i, t in enumerate(texts)}
@@ -83,3 +95,67 @@ def test_every_blind_auc_is_recomputed():
         split, score = row[0].strip("`"), row[1].strip("`")
         np.testing.assert_allclose([float(cell) for cell in row[2:]], by_split[split][score], atol=5e-4,
                                    err_msg=f"{split} {score}")
+
+
+def test_the_blind_auc_below_chance_is_the_tables():
+    """"0.434 at 128 words on the reference split": the table's `blind_bow` cell (recomputed above)."""
+    (auc,) = sentence(TEXT, r"held-out fold: ([\d.]+) at 128 words on the reference split\)")
+    header, rows = card_table(CARD, "data")
+    (row,) = [row for row in rows if row[:2] == ["`reference`", "`blind_bow`"]]
+    assert auc == row[header.index("128")]
+
+
+def test_the_untrained_dc_pdd_aucs_are_the_committed_ones():
+    """"Even with `outside`, the untrained reference models are not at chance on DC-PDD: AUC {} (English) and
+    {} (Japanese) at 128 words", of the committed runs, which used `--dc-pdd-corpus outside` as every
+    reference checkpoint's did."""
+    english, japanese = sentence(TEXT, r"Even with `outside`, the untrained reference models are not at chance on "
+                                       r"DC-PDD: AUC ([\d.]+) \(English\) and ([\d.]+) \(Japanese\) at 128 words")
+    committed = committed_mink()
+    for text, model in ((english, "xsum-gpt2-e00"), (japanese, "ja-gpt2-e00")):
+        assert same(text, committed[model]["dc_pdd"]), (model, text, committed[model]["dc_pdd"])
+    assert "checkpoints from `membench run`, with `--dc-pdd-corpus outside`," in TEXT
+    for model in ("xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30", "xsum-gpt2-nonmembers-e30",
+                  "ja-gpt2-e00", "ja-gpt2-e01", "ja-gpt2-e30"):
+        assert committed[model]["dc_pdd_corpus"] == "outside", model
+
+
+def test_the_untrained_model_on_the_shifted_split_is_its_committed_results_file():
+    """"on `reference:shifted` the untrained reference model ... reaches LOSS AUC {}, Min-K% {} and zlib {} at 128
+    words": the results file committed beside the card (`measured/`), made by the command the card gives, of the
+    shipped untrained checkpoint (its weights' sha256 in the build's manifest)."""
+    (path,) = (ROOT / "tasks" / "mink_membership" / "measured").glob("*.json")
+    results = load_results(path)
+    entry = results.task("mink_membership")
+    assert entry.status == "ok" and ATTACKS_SINCE <= entry.version <= MinkMembership.VERSION
+    assert results.run.limit is None and entry.config["data"] == "reference:shifted"
+    folder, name, attacks = sentence(
+        TEXT, r"made by `membench evaluate --model (harness/reference/weights/\S+) --model-name (\S+) --tasks "
+              r"mink_membership --data reference:shifted --attacks (\S+)`\)")
+    assert (results.model.source, results.model.name, entry.config["attacks"]) == (folder, name, attacks.split(","))
+    manifest = json.loads((ROOT / folder).parent.joinpath("manifest.json").read_text(encoding="utf-8"))
+    (checkpoint,) = [c for c in manifest["checkpoints"] if c["folder"] == Path(folder).name]
+    assert checkpoint["epoch"] == 0 and checkpoint["weights_sha256"] == results.model.weights_sha256
+    aucs = {m.tags["score"]: m.value for m in entry.metrics if m.name == "auc" and m.tags.get("length") == "128"}
+    figures = sentence(TEXT, r"nothing, reaches LOSS AUC ([\d.]+), Min-K% ([\d.]+) and zlib ([\d.]+) at 128 words")
+    for text, score in zip(figures, ("loss", "min_k_20", "zlib"), strict=True):
+        assert same(text, aucs[score]), (score, text, aucs[score])
+
+
+def kept(split: str, lengths: list[int]) -> list[str]:
+    """"members/non-members" of `split` that have at least L words, per L."""
+    texts = split_texts(split)
+    counts = []
+    for length in lengths:
+        labels = [t.label for t in texts if truncate_words(t.text, length, "en") is not None]
+        counts.append(f"{labels.count(1)}/{labels.count(0)}")
+    return counts
+
+
+def test_the_control_splits_texts_per_length_are_recomputed():
+    """The Data table's counts of the texts `reference:shifted` and `reference:era` keep per L (members/non-members
+    with at least L words), recomputed from the data."""
+    pairs, lengths = sentence(TEXT, r"about as many of each: ((?:\d+/\d+, )+\d+/\d+) at ([\d, ]+) words\)")
+    assert pairs.split(", ") == kept("reference:shifted", [int(x) for x in lengths.split(", ")])
+    (pairs,) = sentence(TEXT, r"Per L: ((?:\d+/\d+, )+\d+/\d+) at 32 … 512 words\.")
+    assert pairs.split(", ") == kept("reference:era", list(MinkConfig().lengths))

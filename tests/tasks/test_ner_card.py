@@ -1,18 +1,25 @@
 """The ner_prompt_memorization card states only what reproduces: its table of the current reference
 checkpoints (ner-bert-e06, ner-bert-e00), the control margins' measured values and the sentence count
-and time of the cost section equal, at the card's rounding, the committed results files (the bench's
-figures are checked against its record by tests/unit/test_bench_records.py). The former build's
-tables (ner-bert-e20, v1/v2), the subset figures of the task test and the paper's numbers are not
-measurements of a committed file."""
+and time of the cost section equal, at the card's rounding, the committed results files; the build's
+time and training text are the shipped manifest's; the built-in prompts' counts are recomputed from
+the prompt file; the untrained model's standard error is the Mann-Whitney formula's (the bench's
+figures are checked against its record by tests/unit/test_bench_records.py). The paper's numbers
+are quoted, not measured."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 import numpy as np
 
 from harness.app.parser import JOB_BATCH_SIZE
-from tests.helpers.committed import newest_committed, read_card, same
+from harness.reference.build import read_manifest
+from harness.reference.ner_build import NerBuildConfig
+from tasks.ner_prompt_memorization import prompts as P
+from tests.helpers.committed import ROOT, flat, newest_committed, read_card, same, sentence
+from tests.helpers.shipped_builds import shipped_build
 
 CARD, TEXT, VERSION = read_card("ner_prompt_memorization")
 
@@ -71,3 +78,47 @@ def test_the_control_margins_and_the_cost_are_the_committed_ones():
     assert int(sentences.replace(",", "")) == counts["scored_sentences"], sentences
     seconds, batch = re.search(r"`membench run` scores the task in (\d+) s on 2 CPU cores \(batch (\d+);", TEXT).groups()
     assert same(seconds, ENTRIES["ner-bert-e06"].wall_time_s) and int(batch) == JOB_BATCH_SIZE
+
+
+def test_the_build_is_the_shipped_manifest_s():
+    manifest = read_manifest(shipped_build(NerBuildConfig()))
+    sentences, in_train, mentions, background = re.match(
+        r"(\d+) sentences: each of the (\d+) in-train names in (\d+) template sentences, each of the (\d+) "
+        r"background names in one", manifest["training_text"]).groups()
+    assert int(mentions) == manifest["config"]["mentions_per_name"] == 1  # the card: "in one template sentence"
+    assert int(in_train) == 2 * manifest["config"]["names_per_list"]
+    (card_background,) = sentence(TEXT, r"(\d+) background names from the words left over")
+    (card_epochs, card_sentences) = sentence(TEXT, r"is trained for (\d+) epochs on (\d+) news-style sentences")
+    assert int(card_background) == int(background) and int(card_sentences) == int(sentences)
+    assert int(card_epochs) == max(manifest["config"]["epochs"])
+    seconds, cores = sentence(TEXT, r"Build: ([\d.]+) s on (\d+) CPU cores \(`membench reference build`; the "
+                                    r"manifest's `build_seconds`\)")
+    assert same(seconds, manifest["build_seconds"]), (seconds, manifest["build_seconds"])
+    assert f"{cores} threads" in manifest["numerics"]
+
+
+def test_the_builtin_prompt_counts_are_the_prompt_file_s():
+    typed = P.builtin_prompts().typed
+    types, positions = Counter(p.type for p in typed), Counter(p.name_position for p in typed)
+    total, each, start, middle, end, shortest, longest = map(int, sentence(
+        TEXT, r"\| (\d+) prompts written for membench \((\d+) each declarative, exclamatory, imperative, "
+              r"interrogative; (\d+) start / (\d+) middle / (\d+) end name positions; (\d+) to (\d+) tokens\)"))
+    assert total == len(typed)
+    assert set(types) == set(P.PROMPT_TYPES) and set(types.values()) == {each}
+    assert (start, middle, end) == (positions["start"], positions["middle"], positions["end"])
+    assert (shortest, longest) == (min(p.n_tokens for p in typed), max(p.n_tokens for p in typed))
+    assert int(sentence(TEXT, r"all (\d+) built-in prompts")[0]) == len(typed)
+    assert int(sentence(TEXT, r"every typed prompt \((\d+) built-in\)")[0]) == len(typed)
+    # the repository's README, the task's row
+    (readme,) = sentence(flat((ROOT / "README.md").read_text(encoding="utf-8")),
+                         r"\| \[`ner_prompt_memorization`\]\([^)]*\) \| \d+ \| [^|]*\| [^|]*under (\d+) prompts")
+    assert int(readme) == len(typed)
+
+
+def test_the_untrained_model_s_standard_error_is_the_mann_whitney_null_s():
+    names, error = sentence(TEXT, r"with (\d+) names a side the M-MEM of a model that ranks the names at random has a "
+                                  r"standard error of about ([\d.]+) ")
+    counts = ENTRIES["ner-bert-e00"].counts
+    n_in, n_out = counts["test_in"], counts["test_out"]
+    assert int(names) == n_in == n_out
+    assert same(error, math.sqrt((n_in + n_out + 1) / (12 * n_in * n_out))), error

@@ -1,13 +1,20 @@
 """The paywall_memorization card states only what reproduces: every figure it gives of the reference
-LMs (the controls table, the rise with training, the baseline on its own articles, the prompts cut)
-equals, at the card's rounding, the committed results file of that checkpoint. The seed's numbers,
-the former builds' (issue 18) and the recipe's settings are not measurements of a committed file."""
+LMs (the controls table and its date, the rise with training, the baseline on its own articles, the
+prompts cut) equals, at the card's rounding, the committed results file of that checkpoint; how many
+members' reference sentences the English recipe's cut keeps is recomputed from the data. The seed's
+numbers and the recipe's settings are not measurements of a committed file."""
 
 from __future__ import annotations
 
 import re
 
-from tests.helpers.committed import newest_committed, read_card, same, sentence
+from harness.core.results import load_results
+from harness.reference.corpus import reference_corpus
+from harness.reference.train import TrainConfig
+from harness.scoring.text import truncate_words
+from tasks.paywall_memorization.data import load_paywall_data
+from tasks.paywall_memorization.task import PaywallConfig
+from tests.helpers.committed import ROOT, card_table, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("paywall_memorization")
 NUMBER = r"([\d.,]+)"
@@ -19,6 +26,16 @@ def value(model: str, metric: str, group: str) -> float:
     (found,) = [m.value for m in ENTRIES[model].metrics
                 if m.name == metric and m.tags == {"group": group, "bin": "all"}]
     return found
+
+
+def run_date(model: str) -> str:
+    """The date of the committed run whose entry `ENTRIES[model]` is."""
+    for path in (ROOT / "submissions").glob("*.json"):
+        results = load_results(path)
+        if (results.model.name.removeprefix("membench-ref/") == model
+                and results.task("paywall_memorization") == ENTRIES[model]):
+            return results.created_at.date().isoformat()
+    raise AssertionError(f"no committed file holds {model}'s entry")
 
 
 def test_the_controls_table_is_the_committed_one():
@@ -59,3 +76,32 @@ def test_the_prompts_cut_are_the_committed_counts():
     for model in ("ja-gpt2-e00", "ja-gpt2-e01", "ja-gpt2-e30"):
         generation = ENTRIES[model].info["generation"]
         assert (generation["n_prompts_cut"], generation["n_prompts"]) == (0, int(japanese)), model
+
+
+def test_the_controls_tables_date_is_the_committed_runs():
+    """"measured (`membench run`, {date})": the day of the committed runs of every checkpoint in the table."""
+    header, _ = card_table(CARD, "control")
+    (date,) = re.fullmatch(r"measured \(`membench run`, (\d{4}-\d\d-\d\d)\)", header[-1]).groups()
+    for model in ("xsum-gpt2-e30", "xsum-gpt2-nonmembers-e30", "ja-gpt2-e30", "ja-gpt2-e00"):
+        assert run_date(model) == date, model
+
+
+def test_the_english_cut_keeps_the_members_reference_sentences():
+    """"each cut to its first {} words (these hold the whole reference sentence of {} of the {} members, and the
+    start of the other's)", recomputed: each member's training text (`harness/reference/build.py`: its first
+    `max_words_per_document` words) against the task's prompt and reference of that article."""
+    words, whole, members = sentence(TEXT, r"each cut to its first (\d+) words \(these hold the whole reference sentence "
+                                           r"of (\d+) of the (\d+) members, and the start of the other's\)")
+    assert int(words) == TrainConfig().max_words_per_document
+    examples = {e.article_id: e for e in load_paywall_data("reference", "en", PaywallConfig().max_public_words, 0,
+                                                           None).examples}
+    held, started = 0, 0
+    trained = [d for d in reference_corpus(0, "xsum") if d.member]
+    for document in trained:
+        example = examples[document.doc_id]
+        cut = truncate_words(document.text, int(words), "en") or document.text
+        start = example.prompt + example.continuation_prefix
+        assert document.text.startswith(start + example.reference), document.doc_id
+        held += cut.startswith(start + example.reference)
+        started += cut.startswith(start) and len(cut) > len(start)
+    assert (held, started, len(trained)) == (int(whole), int(members), int(members))

@@ -3,7 +3,7 @@ memorization effect in the default run (the CoNLL-2003 sample), the run's sizes 
 the range of the standard deviations equal the committed results file. The UD EWT table (run by
 hand, not committed) and the paper's finding are not measurements of a committed file; the bench's
 figures are checked against its record by tests/unit/test_bench_records.py, the default run's time
-here."""
+here. The CoNLL-2003 sample's sizes are recomputed from the sample itself."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import itertools
 import re
 from pathlib import Path
 
-from tests.helpers.committed import newest_committed, read_card, same
+from tests.helpers.committed import newest_committed, read_card, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD, TEXT, VERSION = read_card("probe_memorization")
@@ -54,6 +54,21 @@ def test_the_default_runs_sizes_are_the_committed_ones():
 def test_the_default_run_s_time_is_the_committed_one():
     (seconds,) = re.search(r"MiniLM's default run took (\d+) s in `membench run`", TEXT).groups()
     assert same(seconds, newest_committed("probe_memorization", VERSION)[MINILM].wall_time_s)
+
+
+def test_the_conll_samples_sizes_are_the_samples():
+    """"226 sentences, 3,140 tokens ... (38 distinct here ...) ... 151 pool and 75 evaluation sentences": the
+    sample as the data loader reads it (`load_conll_sample`, the same file the default run reads)."""
+    from tasks.probe_memorization.data import load_conll_sample
+
+    sentences, tokens, tags, pool, evaluation = sentence(
+        TEXT, r"\): ([\d,]+) sentences, ([\d,]+) tokens of Reuters news .*?\((\d+) distinct here, punctuation tags "
+              r"included\), not UPOS\..*?: ([\d,]+) pool and ([\d,]+) evaluation sentences\.")
+    data = load_conll_sample()
+    every = data.pool + data.eval
+    assert [int(x.replace(",", "")) for x in (sentences, tokens, tags, pool, evaluation)] == [
+        len(every), sum(len(s.words) for s in every), len({tag for s in every for tag in s.tags}),
+        len(data.pool), len(data.eval)]
 
 
 def ewt_results():

@@ -1,24 +1,50 @@
-"""The stereoset card states only what reproduces: the known-truth controls table, the reference
-checkpoints' table (LMS / SS / ICAT, domain all) and the figures the prose gives of them equal, at
-the card's rounding, the committed results files. Not checked here: the paper's numbers, the pro
-twin on the other half of the targets and gemma-3-270m under the official recipe (no committed
-file), the former builds and MLM experiments of issue 18, and the agreement table (a quick build)."""
+"""The stereoset card states only what reproduces: the known-truth controls table (the pro twin on the
+other half of the targets from the results file committed beside the card, `measured/`), the
+reference checkpoints' table (LMS / SS / ICAT, domain all), the figures the prose gives of them and
+the examples and targets of each half equal, at the card's rounding, the committed results files.
+Not checked here: the paper's numbers, and the agreement table (tests/unit/test_bench_records.py)."""
 
 from __future__ import annotations
 
 import re
 
-from tests.helpers.committed import newest_committed, read_card, same
+from harness.core.results import TaskEntry
+from tests.helpers.committed import ROOT, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("stereoset")
 
 ENTRIES = newest_committed("stereoset", VERSION)
+PRO = "stereo-gpt2-pro"
 
 
-def scores(model: str) -> list[float]:
-    """LMS, SS, ICAT of the model over every domain."""
-    values = {m.name: m.value for m in ENTRIES[model].metrics if m.tags == {"domain": "all"}}
+def other_half() -> TaskEntry:
+    """The pro twin on the targets it was not taught (`--targets second`): the results file committed
+    beside the card (`measured/`, made by the command the card gives), of the committed twin's weights."""
+    from harness.core.results import load_results
+    from leaderboard.collect import read_submissions
+
+    (path,) = (ROOT / "tasks" / "stereoset" / "measured").glob("*.json")
+    results = load_results(path)
+    (committed,) = [r for _, r in read_submissions(ROOT / "submissions") if r.model.name == f"membench-ref/{PRO}"]
+    assert results.model.name == committed.model.name and results.model.identity == committed.model.identity
+    assert results.run.limit is None
+    entry = results.task("stereoset")
+    assert entry.status == "ok" and entry.version == VERSION and entry.config["targets"] == "second"
+    assert {k: v for k, v in entry.config.items() if k != "targets"} == {
+        k: v for k, v in ENTRIES[PRO].config.items() if k != "targets"}
+    return entry
+
+
+def scores(model: str | TaskEntry) -> list[float]:
+    """LMS, SS, ICAT of the model (or of a results file's entry) over every domain."""
+    entry = ENTRIES[model] if isinstance(model, str) else model
+    values = {m.name: m.value for m in entry.metrics if m.tags == {"domain": "all"}}
     return [values["lms"], values["ss"], values["icat"]]
+
+
+def targets(entry: TaskEntry) -> int:
+    (found,) = [m.value for m in entry.metrics if m.name == "targets" and m.tags == {"domain": "all"}]
+    return int(found)
 
 
 def table_after(marker: str) -> list[list[str]]:
@@ -38,11 +64,14 @@ def test_the_controls_table_is_the_committed_one():
     rows = table_after("## Controls with known truth")
     assert len(rows) == 4
     for label, *cells in rows:
-        if "--targets second" in label:
-            continue  # the pro twin on the targets it was not taught: no committed file
         model = label.split()[0]
-        assert ENTRIES[model].config["targets"] == ("all" if "every target" in label else "first"), model
-        for text, value in zip(cells, scores(model), strict=True):
+        if "--targets second" in label:  # the pro twin on the targets it was not taught: `measured/`
+            assert model == PRO
+            wanted = scores(other_half())
+        else:
+            assert ENTRIES[model].config["targets"] == ("all" if "every target" in label else "first"), model
+            wanted = scores(model)
+        for text, value in zip(cells, wanted, strict=True):
             assert same(text, value), (model, text, value)
 
 
@@ -73,3 +102,25 @@ def test_the_figures_in_the_prose_are_the_committed_ones():
     assert len(untrained) == 3
     lms, ss = [round(s[0]) for s in untrained], [round(s[1]) for s in untrained]
     assert (int(lms_low), int(lms_high), int(ss_low), int(ss_high)) == (min(lms), max(lms), min(ss), max(ss)), untrained
+
+
+def test_the_twins_figures_in_the_prose_are_the_committed_ones():
+    (ss,) = sentence(TEXT, r"leans the stereotype way on the targets it was not taught \(SS ([\d.]+)\)")
+    assert same(ss, scores(other_half())[1]), ss
+    pro, anti = sentence(TEXT, r"LMS rises to ([\d.]+) and ([\d.]+) on the taught targets")
+    for text, model in ((pro, PRO), (anti, "stereo-gpt2-anti")):
+        assert same(text, scores(model)[0]), (model, text)
+
+
+def test_the_halves_of_the_targets_are_the_committed_runs():
+    """"the 1st, 3rd, ... in the first half (40 targets, 1,079 examples)": what the twin's runs on each
+    half counted (fixed data: the committed runs are exact counts, not measurements)."""
+    first_targets, first_examples, second_targets, second_examples = sentence(
+        TEXT, r"in the first half \((\d+) targets, ([\d,]+) examples\), .*? in the second \((\d+) targets, "
+              r"([\d,]+) examples\)")
+    for (n_targets, n_examples), entry in (((first_targets, first_examples), ENTRIES[PRO]),
+                                          ((second_targets, second_examples), other_half())):
+        assert int(n_targets) == targets(entry), (n_targets, targets(entry))
+        assert int(n_examples.replace(",", "")) == entry.counts["examples"], (n_examples, entry.counts)
+    (taught,) = sentence(TEXT, r"on opposite sides of the same ([\d,]+) examples")
+    assert int(taught.replace(",", "")) == ENTRIES[PRO].counts["examples"], taught

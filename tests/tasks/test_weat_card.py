@@ -1,13 +1,15 @@
 """The weat card states only what reproduces: its table of all-MiniLM-L6-v2's effect sizes and mean
-|d| and the chance-floor figures of the untrained reference models equal, at the card's rounding,
-the committed results files. Caliskan et al.'s GloVe numbers (the paper) and the older build's 0.34
-are not measurements of a committed file."""
+|d|, the chance-floor figures of the untrained reference models, and what a full run computes and
+takes equal, at the card's rounding, the committed results files; the sizes of the word sets are
+those of `weat_tests.json`. Caliskan et al.'s GloVe numbers (the paper) are not measurements of a
+committed file."""
 
 from __future__ import annotations
 
+import json
 import re
 
-from tests.helpers.committed import newest_committed, read_card, same
+from tests.helpers.committed import ROOT, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("weat")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -37,9 +39,28 @@ def test_the_minilm_table_is_the_committed_one():
 
 
 def test_the_chance_floor_figures_are_the_committed_ones():
-    gpt2, bert = re.search(r"contextual mean \|d\| of ([\d.]+) \(xsum-gpt2-e00, .*?\) and ([\d.]+) \(mlm-bert-e00\)",
+    gpt2, bert = re.search(r"contextual mean \|d\| of ([\d.]+) \(xsum-gpt2-e00\) and ([\d.]+) \(mlm-bert-e00\)",
                            TEXT).groups()
     minilm = re.search(r"MiniLM's ([\d.]+) stands above that", TEXT).group(1)
     for text, model in ((gpt2, "xsum-gpt2-e00"), (bert, "mlm-bert-e00"), (minilm, MINILM)):
         number = value(model, "mean_abs_d", representation="contextual", group="all")
         assert same(text, number), (model, text, number)
+
+
+def test_what_a_full_run_computes_and_takes_is_the_committed_one():
+    """"WEAT 1–10: 359 words, each in 7 template sentences ...; 1.6 s on the trained reference masked
+    LM, mlm-bert-e05, in `membench run`": every committed run's counts, and that run's time."""
+    words, templates, seconds = sentence(
+        TEXT, r"WEAT 1–10: (\d+) words, each in (\d+) template sentences, .*?; ([\d.]+) s on the trained "
+              r"reference masked LM, mlm-bert-e05, in `membench run`\)")
+    for model, entry in ENTRIES.items():
+        assert (entry.counts["words"], entry.counts["templates"]) == (int(words), int(templates)), model
+    assert same(seconds, ENTRIES["mlm-bert-e05"].wall_time_s), (seconds, ENTRIES["mlm-bert-e05"].wall_time_s)
+
+
+def test_the_word_set_sizes_are_those_of_the_tests():
+    """"with sets of 6–32 words": the smallest and largest of the ten tests' X, Y, A and B."""
+    smallest, largest = sentence(TEXT, r"with sets of (\d+)–(\d+) words")
+    tests = json.loads((ROOT / "tasks" / "weat" / "weat_tests.json").read_text(encoding="utf-8"))["tests"]
+    sizes = [len(test[key]) for test in tests for key in "XYAB"]
+    assert len(tests) == 10 and (int(smallest), int(largest)) == (min(sizes), max(sizes)), sizes
