@@ -6,17 +6,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.core.results import TaskEntry, load_results
+from harness.core.results import ResultsFile, TaskEntry, load_results
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def committed_files() -> list[ResultsFile]:
+    """Every results file in `submissions/`, in file-name order."""
+    return [load_results(path) for path in sorted((ROOT / "submissions").glob("*.json"))]
 
 
 def newest_committed(task: str, version: int) -> dict[str, TaskEntry]:
     """Model name (the reference prefix `membench-ref/` dropped) -> the newest finished entry of `task` at
     `version` in `submissions/`, of full runs only (no `--limit`)."""
     found: dict[str, tuple[str, TaskEntry]] = {}
-    for path in sorted((ROOT / "submissions").glob("*.json")):
-        results = load_results(path)
+    for results in committed_files():
         entry = results.task(task)
         if entry is None or entry.status != "ok" or entry.version != version or results.run.limit is not None:
             continue
@@ -24,6 +28,15 @@ def newest_committed(task: str, version: int) -> dict[str, TaskEntry]:
         if name not in found or results.created_at > found[name][0]:
             found[name] = (results.created_at, entry)
     return {name: entry for name, (_, entry) in found.items()}
+
+
+def committed_run(task: str, entry: TaskEntry) -> ResultsFile:
+    """The committed results file that holds `entry` (of `task`, e.g. one of `newest_committed`'s): its
+    run's date, machine and settings."""
+    for results in committed_files():
+        if results.task(task) == entry:
+            return results
+    raise AssertionError(f"no committed file holds this {task} entry")
 
 
 def flat(text: str) -> str:

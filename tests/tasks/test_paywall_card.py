@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import re
 
-from harness.core.results import load_results
 from harness.reference.corpus import reference_corpus
 from harness.reference.train import TrainConfig
 from harness.scoring.text import truncate_words
 from tasks.paywall_memorization.data import load_paywall_data
 from tasks.paywall_memorization.task import PaywallConfig
-from tests.helpers.committed import ROOT, card_table, newest_committed, read_card, same, sentence
+from tests.helpers.committed import card_table, committed_run, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("paywall_memorization")
 NUMBER = r"([\d.,]+)"
@@ -26,16 +25,6 @@ def value(model: str, metric: str, group: str) -> float:
     (found,) = [m.value for m in ENTRIES[model].metrics
                 if m.name == metric and m.tags == {"group": group, "bin": "all"}]
     return found
-
-
-def run_date(model: str) -> str:
-    """The date of the committed run whose entry `ENTRIES[model]` is."""
-    for path in (ROOT / "submissions").glob("*.json"):
-        results = load_results(path)
-        if (results.model.name.removeprefix("membench-ref/") == model
-                and results.task("paywall_memorization") == ENTRIES[model]):
-            return results.created_at.date().isoformat()
-    raise AssertionError(f"no committed file holds {model}'s entry")
 
 
 def test_the_controls_table_is_the_committed_one():
@@ -83,7 +72,7 @@ def test_the_controls_tables_date_is_the_committed_runs():
     header, _ = card_table(CARD, "control")
     (date,) = re.fullmatch(r"measured \(`membench run`, (\d{4}-\d\d-\d\d)\)", header[-1]).groups()
     for model in ("xsum-gpt2-e30", "xsum-gpt2-nonmembers-e30", "ja-gpt2-e30", "ja-gpt2-e00"):
-        assert run_date(model) == date, model
+        assert committed_run("paywall_memorization", ENTRIES[model]).created_at.date().isoformat() == date, model
 
 
 def test_the_english_cut_keeps_the_members_reference_sentences():

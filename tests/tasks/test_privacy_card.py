@@ -9,9 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from harness.core.results import load_results
-
-from tests.helpers.committed import ROOT, card_table, newest_committed, read_card, same, sentence
+from tests.helpers.committed import ROOT, card_table, committed_run, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("privacy_extraction")
 NUMBER = r"([\d.]+)"
@@ -21,11 +19,8 @@ ENTRIES = newest_committed("privacy_extraction", VERSION)
 
 def run_of(model: str) -> tuple[str, int, str]:
     """The date, threads and CPU kernels of the committed run whose entry `ENTRIES[model]` is."""
-    for path in (ROOT / "submissions").glob("*.json"):
-        results = load_results(path)
-        if results.model.name.removeprefix("membench-ref/") == model and results.task("privacy_extraction") == ENTRIES[model]:
-            return results.created_at.date().isoformat(), results.environment.threads, results.environment.cpu_capability
-    raise AssertionError(f"no committed file holds {model}'s entry")
+    results = committed_run("privacy_extraction", ENTRIES[model])
+    return results.created_at.date().isoformat(), results.environment.threads, results.environment.cpu_capability
 
 
 def metric(model: str, name: str, **tags: str):

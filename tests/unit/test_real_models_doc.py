@@ -235,8 +235,7 @@ def test_smollm2_s_parameter_count_is_the_recorded_one():
     """"134.5M parameters": P of the memory estimate finetune_memorization records for the loaded SmolLM2
     (`info.training_memory`, shared tensors counted once), in its committed results file."""
     (stated,) = re.search(r"SmolLM2-135M-Instruct \(Llama architecture, ([\d.]+)M parameters\)", DOC).groups()
-    counts = {entry.info["training_memory"]["estimate_bytes"]["parameters"]
-              for path in (ROOT / "submissions").glob("*.json")
-              if (results := load_results(path)).model.name == MODELS["SmolLM2-135M-Instruct (Q4_1)"]
+    counts = {entry.info["training_memory"]["estimate_bytes"]["parameters"] for results in real_files()
+              if results.model.name == MODELS["SmolLM2-135M-Instruct (Q4_1)"]
               and (entry := results.task("finetune_memorization")) is not None and entry.status == "ok"}
     assert len(counts) == 1 and same(stated, counts.pop() / 1e6), (stated, counts)
