@@ -45,11 +45,13 @@ GB = 1e9
 
 
 def resident_bytes() -> int:
-    """The process's resident size now (VmRSS of /proc/self/status), in bytes."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("/proc/self/status has no VmRSS: this bench needs Linux")
+    """The process's resident size now (`heap.rss_bytes`: VmRSS of /proc/self/status), in bytes."""
+    from harness.run import heap
+
+    found = heap.rss_bytes()
+    if found is None:
+        raise RuntimeError("/proc/self/status has no VmRSS: this bench needs Linux")
+    return found
 
 
 def headline_scores(entry: dict) -> dict[str, float]:

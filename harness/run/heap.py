@@ -77,14 +77,24 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def peak_rss_bytes() -> int | None:
-    """The process's peak resident size in bytes since its start or the last `reset_peak_rss`
-    (None where /proc/self/status has no `VmHWM`)."""
+def _status_bytes(field: str) -> int | None:
+    """A size field of /proc/self/status (`VmHWM`, `VmRSS`: kB) in bytes; None where there is none."""
     try:
         with open(STATUS) as handle:
             for line in handle:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def peak_rss_bytes() -> int | None:
+    """The process's peak resident size in bytes since its start or the last `reset_peak_rss`
+    (None where /proc/self/status has no `VmHWM`)."""
+    return _status_bytes("VmHWM")
+
+
+def rss_bytes() -> int | None:
+    """The process's resident size now, in bytes (None where /proc/self/status has no `VmRSS`)."""
+    return _status_bytes("VmRSS")
