@@ -39,6 +39,13 @@ def committed_run(task: str, entry: TaskEntry) -> ResultsFile:
     raise AssertionError(f"no committed file holds this {task} entry")
 
 
+def measured_beside_card(task: str) -> ResultsFile:
+    """The one results file committed beside a task's card (`tasks/<task>/measured/`): a run the card
+    cites that is not the board's, made by the command the card gives."""
+    (path,) = (ROOT / "tasks" / task / "measured").glob("*.json")
+    return load_results(path)
+
+
 def flat(text: str) -> str:
     """`text` with every run of whitespace (its line breaks included) as one space: prose to search."""
     return " ".join(text.split())

@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.core.results import load_results
 from harness.metrics import memorization as m
 from harness.scoring.text import truncate_words
 from tasks.mink_membership.blind import blind_scores
 from tasks.mink_membership.data import load_membership_data
 from tasks.mink_membership.task import MinkConfig, MinkMembership
-from tests.helpers.committed import card_table, flat, same, sentence
+from tests.helpers.committed import card_table, committed_files, flat, measured_beside_card, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "mink_membership" / "README.md").read_text(encoding="utf-8")
@@ -37,8 +36,7 @@ def committed_mink() -> dict[str, dict[str, float]]:
     """model name (the reference prefix dropped) -> score -> AUC at 128 words, of the newest committed
     mink_membership entry of each model whose attacks are today's (`ATTACKS_SINCE`)."""
     found: dict[str, tuple] = {}
-    for path in sorted((ROOT / "submissions").glob("*.json")):
-        results = load_results(path)
+    for results in committed_files():
         entry = results.task("mink_membership")
         if entry is None or entry.status != "ok" or not ATTACKS_SINCE <= entry.version <= MinkMembership.VERSION:
             continue
@@ -124,8 +122,7 @@ def test_the_untrained_model_on_the_shifted_split_is_its_committed_results_file(
     """"on `reference:shifted` the untrained reference model ... reaches LOSS AUC {}, Min-K% {} and zlib {} at 128
     words": the results file committed beside the card (`measured/`), made by the command the card gives, of the
     shipped untrained checkpoint (its weights' sha256 in the build's manifest)."""
-    (path,) = (ROOT / "tasks" / "mink_membership" / "measured").glob("*.json")
-    results = load_results(path)
+    results = measured_beside_card("mink_membership")
     entry = results.task("mink_membership")
     assert entry.status == "ok" and ATTACKS_SINCE <= entry.version <= MinkMembership.VERSION
     assert results.run.limit is None and entry.config["data"] == "reference:shifted"

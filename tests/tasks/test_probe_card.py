@@ -11,7 +11,7 @@ import itertools
 import re
 from pathlib import Path
 
-from tests.helpers.committed import newest_committed, read_card, same, sentence
+from tests.helpers.committed import measured_beside_card, newest_committed, read_card, same, sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD, TEXT, VERSION = read_card("probe_memorization")
@@ -73,10 +73,7 @@ def test_the_conll_samples_sizes_are_the_samples():
 
 def ewt_results():
     """The EWT run's results file, committed beside the card (`measured/`)."""
-    from harness.core.results import load_results
-
-    (path,) = (ROOT / "tasks" / "probe_memorization" / "measured").glob("*.json")
-    return load_results(path)
+    return measured_beside_card("probe_memorization")
 
 
 def test_the_ewt_table_is_its_committed_results_file():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from harness.core.results import TaskEntry
-from tests.helpers.committed import ROOT, newest_committed, read_card, same, sentence
+from tests.helpers.committed import ROOT, measured_beside_card, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("stereoset")
 
@@ -20,11 +20,9 @@ PRO = "stereo-gpt2-pro"
 def other_half() -> TaskEntry:
     """The pro twin on the targets it was not taught (`--targets second`): the results file committed
     beside the card (`measured/`, made by the command the card gives), of the committed twin's weights."""
-    from harness.core.results import load_results
     from leaderboard.collect import read_submissions
 
-    (path,) = (ROOT / "tasks" / "stereoset" / "measured").glob("*.json")
-    results = load_results(path)
+    results = measured_beside_card("stereoset")
     (committed,) = [r for _, r in read_submissions(ROOT / "submissions") if r.model.name == f"membench-ref/{PRO}"]
     assert results.model.name == committed.model.name and results.model.identity == committed.model.identity
     assert results.run.limit is None
