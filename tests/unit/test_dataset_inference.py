@@ -1,0 +1,246 @@
+"""Dataset inference (`harness.metrics.dataset_inference`): agreement with an independent re-implementation
+of Maini et al.'s `linear_di.py` on one split, hand-checked clipping and p-value combination, a planted
+signal, calibration on null relabelings, the IID guard, and the refusals of bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom, kstest, ttest_ind
+
+from harness.core.errors import UserError
+from harness.metrics import dataset_inference as di
+
+NAMES = ["loss", "zlib", "min_k_20", "min_k_pp_20", "recall", "dc_pdd", "gradnorm"]
+
+
+def correlated_pool(rng: np.random.Generator, rows: int, columns: int = 7) -> np.ndarray:
+    """Scores that share one factor (as LOSS, zlib and Min-K% do), with heavy-tailed noise."""
+    return rng.normal(size=(rows, 1)) + 0.4 * rng.standard_t(4, size=(rows, columns))
+
+
+# --- linear_di.py, re-implemented step by step (its names; suspect = its "train", coded 0) ---
+
+def remove_outliers_clip(metrics: np.ndarray, remove_frac: float = 0.05) -> np.ndarray:
+    ids = np.argsort(metrics)
+    k = int(len(metrics) * remove_frac / 2)
+    lowest, highest = ids[:k], ids[-k:]
+    out = np.copy(metrics)
+    high_value, low_value = out[highest[0]], out[lowest[-1]]
+    out[highest] = high_value
+    out[lowest] = low_value
+    return out
+
+
+def adam_logistic(x: np.ndarray, y: np.ndarray, epochs: int = 1000, lr: float = 0.01) -> tuple[np.ndarray, float]:
+    """train_model: nn.Linear(d, 1) (init U(-1/sqrt(d), 1/sqrt(d))), BCEWithLogitsLoss, full-batch Adam
+    (lr 0.01, betas 0.9/0.999, eps 1e-8), 1000 epochs as main() runs it; also the final gradient's norm."""
+    rng = np.random.default_rng(7)
+    bound = 1 / math.sqrt(x.shape[1])
+    theta = rng.uniform(-bound, bound, x.shape[1] + 1)
+    a = np.c_[x, np.ones(len(x))]
+    m, v = np.zeros_like(theta), np.zeros_like(theta)
+    for t in range(1, epochs + 1):
+        grad = a.T @ (1 / (1 + np.exp(-a @ theta)) - y) / len(y)
+        m, v = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad**2
+        theta -= lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    return theta, float(np.linalg.norm(a.T @ (1 / (1 + np.exp(-a @ theta)) - y) / len(y)))
+
+
+def newton_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """The maximum-likelihood fit Adam approaches, by Newton-Raphson to machine precision."""
+    a = np.c_[x, np.ones(len(x))]
+    theta = np.zeros(a.shape[1])
+    for _ in range(40):
+        p = 1 / (1 + np.exp(-a @ theta))
+        theta -= np.linalg.solve((a * (p * (1 - p))[:, None]).T @ a, a.T @ (p - y))
+    return theta, float(np.linalg.norm(a.T @ (1 / (1 + np.exp(-a @ theta)) - y) / len(y)))
+
+
+def linear_di_p(x: np.ndarray, labels: np.ndarray, train: np.ndarray, fit) -> tuple[float, dict]:
+    """main() for one seed on a given shuffle: clip each side, normalise with the suspect side's mean and
+    std, fit on the training rows (suspect 0, validation 1), Student t-test on the held-out predictions with
+    alternative 'less'. Also what the tolerance needs: the held-out design, labels, and the fit."""
+    suspect = np.stack([remove_outliers_clip(c) for c in x[labels == 1].T], axis=1)
+    validation = np.stack([remove_outliers_clip(c) for c in x[labels == 0].T], axis=1)
+    mean, std = suspect.mean(axis=0), suspect.std(axis=0)
+    suspect, validation = (suspect - mean) / std, (validation - mean) / std
+    fit_s, fit_v = train[labels == 1], train[labels == 0]
+    design = np.r_[suspect[fit_s], validation[fit_v]]
+    target = np.r_[np.zeros(fit_s.sum()), np.ones(fit_v.sum())]
+    theta, gradient = fit(design, target)
+
+    def p_of(th: np.ndarray) -> float:
+        held_s, held_v = suspect[~fit_s] @ th[:-1] + th[-1], validation[~fit_v] @ th[:-1] + th[-1]
+        return float(ttest_ind(held_s, held_v, alternative="less").pvalue)
+
+    a = np.c_[design, np.ones(len(design))]
+    prob = 1 / (1 + np.exp(-a @ theta))
+    hessian = (a * (prob * (1 - prob))[:, None]).T @ a / len(a)  # of the mean loss, at the fit
+    return p_of(theta), {"theta": theta, "gradient": gradient, "p_of": p_of, "hessian": hessian}
+
+
+def derived_tolerance(found: dict, solver_gradient: float) -> float:
+    """|log p - log p_ref| allowed: a fit whose mean-loss gradient has norm g is within about g / lambda_min(H)
+    of the MLE in theta (H the mean-loss Hessian at the fit), and log p moves by ||grad_theta log p|| per unit
+    of theta (central differences); both fits' distances add up; x10 margin for the quadratic approximation."""
+    theta, p_of = found["theta"], found["p_of"]
+    lam = float(np.linalg.eigvalsh(found["hessian"])[0])
+    step = 1e-5
+    slope = np.array([(math.log(p_of(theta + step * e)) - math.log(p_of(theta - step * e))) / (2 * step)
+                      for e in np.eye(len(theta))])
+    return 10 * float(np.linalg.norm(slope)) * (solver_gradient + found["gradient"]) / lam
+
+
+def test_clip_outliers_by_hand_and_as_linear_di():
+    # n = 80: k = int(80 * 0.05 / 2) = 2; the 2 lowest (-50, 1) become x_(2) = 1, the 2 highest (78, 100) x_(79) = 78
+    x = np.array([100.0, -50.0, *range(1, 79)])
+    out = di.clip_outliers(x)
+    assert out[:2].tolist() == [78.0, 1.0] and out[2:].tolist() == list(map(float, range(1, 79)))
+    assert out.tolist() == remove_outliers_clip(x).tolist()
+    # n = 40: k = 1, the extremes become themselves; n < 40: k = 0, nothing clipped (linear_di.py fails)
+    assert di.clip_outliers(x[:40]).tolist() == x[:40].tolist()
+    assert di.clip_outliers(x[:10]).tolist() == x[:10].tolist()
+    with pytest.raises(IndexError):
+        remove_outliers_clip(x[:10])
+    rng = np.random.default_rng(3)
+    for n in (80, 157, 1000):
+        y = rng.standard_t(2, n)
+        assert di.clip_outliers(y).tolist() == remove_outliers_clip(y).tolist()
+
+
+@pytest.mark.parametrize("fit", [newton_logistic, adam_logistic], ids=["mle", "adam_1000"])
+def test_one_split_agrees_with_linear_di(fit):
+    rng = np.random.default_rng(11)
+    x = correlated_pool(rng, 400)
+    labels = np.r_[np.ones(220), np.zeros(180)].astype(int)  # unequal sides: the held-out sides differ too
+    x[labels == 1, 0] -= 0.25  # suspect texts have a lower loss
+    train = di.split_mask(labels, 90, np.random.default_rng(5))
+    ours = di.split_p_value(x, labels, train, NAMES, equal_var=True)
+    theirs, found = linear_di_p(x, labels, train, fit)
+    # sklearn's Newton solver stops at max |gradient| <= 1e-10 on the mean loss
+    tolerance = derived_tolerance(found, math.sqrt(len(NAMES) + 1) * 1e-10)
+    assert 0 < tolerance < 1e-4
+    assert abs(math.log(ours.p_value) - math.log(theirs)) <= tolerance
+    assert 1e-6 < ours.p_value < 0.05  # a case where the value matters
+    assert (ours.n_train_per_side, ours.n_test_suspect, ours.n_test_validation) == (90, 130, 90)
+    # the weights are linear_di.py's with the sign turned: it models "validation", membench "suspect"
+    assert np.allclose(list(ours.weights.values()), -found["theta"][:-1], rtol=0, atol=1e-3)
+
+
+def test_welch_is_the_default_and_shares_the_statistic():
+    rng = np.random.default_rng(2)
+    x = correlated_pool(rng, 200)
+    labels = np.r_[np.ones(100), np.zeros(100)].astype(int)
+    x[labels == 1, 1] += 0.5
+    train = di.split_mask(labels, 50, np.random.default_rng(0))
+    welch = di.split_p_value(x, labels, train, NAMES)
+    student = di.split_p_value(x, labels, train, NAMES, equal_var=True)
+    # equal held-out sides (50 and 50): same t; Welch's degrees of freedom are fewer, so its p is larger
+    assert welch.statistic == pytest.approx(student.statistic, rel=1e-12)
+    assert welch.p_value > student.p_value and welch.p_value == pytest.approx(student.p_value, rel=0.05)
+
+
+def test_twice_median_by_hand():
+    assert di.twice_median([0.01, 0.02, 0.03]) == pytest.approx(0.04)
+    assert di.twice_median([0.01, 0.03, 0.2, 0.5]) == pytest.approx(0.23)  # median (0.03 + 0.2) / 2
+    assert di.twice_median([0.4, 0.6]) == 1.0
+
+
+def test_planted_signal_gives_a_tiny_p_and_names_its_score():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(400, 7))
+    labels = np.r_[np.ones(200), np.zeros(200)].astype(int)
+    x[labels == 1, 2] += 1.0  # only min_k_20 carries the signal
+    result = di.dataset_inference(x, labels, NAMES, seed=1, curve_sizes=(4, 10, 150))
+    assert result.p_value < 1e-10 and result.rejected
+    assert result.p_value == pytest.approx(2 * np.median(result.split_p_values))
+    assert len(result.split_p_values) == 10 and (result.n_suspect, result.n_validation) == (200, 200)
+    assert result.n_train_per_side == 100
+    assert max(result.weights, key=lambda k: abs(result.weights[k])) == "min_k_20" and result.weights["min_k_20"] > 0
+    sizes = [n for n, _ in result.curve]
+    assert sizes == [4, 10, 150, 200] and result.curve[-1] == (200, result.p_value)
+    assert result.curve[0][1] > 0.05 and result.curve[-2][1] < 1e-5  # 4 texts a side show nothing, 150 do
+    assert di.dataset_inference(x, labels, NAMES, seed=1, curve_sizes=(4, 10, 150)) == result  # seeded
+    other = di.dataset_inference(x, labels, NAMES, seed=2, curve_sizes=None)
+    assert other.curve == () and other.split_p_values != result.split_p_values
+
+
+def null_labels(seed: int, rows: int) -> np.ndarray:
+    labels = np.zeros(rows, dtype=int)
+    labels[np.random.default_rng(seed).permutation(rows)[: rows // 2]] = 1
+    return labels
+
+
+def test_one_split_is_calibrated_on_null_relabelings():
+    # labels drawn independently of the scores: the single-split p should be uniform
+    pool = correlated_pool(np.random.default_rng(0), 240, 6)
+    runs = 200
+    p = []
+    for seed in range(runs):
+        labels = null_labels(1000 + seed, len(pool))
+        p.append(di.split_p_value(pool, labels, di.split_mask(labels, 60, np.random.default_rng(seed)),
+                                  NAMES[:6]).p_value)
+    rejections = int((np.array(p) <= 0.05).sum())
+    assert binom.ppf(0.025, runs, 0.05) <= rejections <= binom.ppf(0.975, runs, 0.05)  # 4 to 16 of 200
+    assert kstest(p, "uniform").pvalue > 0.01
+
+
+def test_combined_p_is_not_anticonservative_on_nulls():
+    # twice the median is valid under any dependence, hence conservative: its false positives stay at or
+    # below alpha's binomial 97.5% quantile, and the combined p sits above the uniform's mean
+    pool = correlated_pool(np.random.default_rng(1), 240, 6)
+    runs = 40
+    p = np.array([di.dataset_inference(pool, null_labels(2000 + s, len(pool)), NAMES[:6], n_splits=5, seed=s,
+                                       curve_sizes=None).p_value for s in range(runs)])
+    assert (p <= 0.05).sum() <= binom.ppf(0.975, runs, 0.05)
+    assert p.mean() > 0.5
+
+
+def test_iid_guard_flags_sets_that_differ_without_a_model():
+    rng = np.random.default_rng(6)
+    labels = np.r_[np.ones(150), np.zeros(150)].astype(int)
+    same = np.c_[rng.poisson(60, 300), rng.normal(size=300)]  # text length, a blind baseline's score
+    guard = di.iid_guard(same, labels, ["length", "blind_bow"])
+    assert not guard.shifted and guard.p_value > 0.05 and guard.detail.curve == ()
+    shifted = same.astype(float)
+    shifted[labels == 1, 0] += 10  # suspect texts are longer
+    guard = di.iid_guard(shifted, labels, ["length", "blind_bow"])
+    assert guard.shifted and guard.p_value < 1e-6 and guard.detail.weights["length"] > 0
+
+
+def test_non_finite_rows_and_constant_scores():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(60, 3))
+    labels = np.r_[np.ones(30), np.zeros(30)].astype(int)
+    x[0, 1], x[40, 2] = np.nan, np.inf
+    x[:, 0] = 1.0  # a score that never varies (e.g. a blind date score with no year anywhere)
+    result = di.dataset_inference(x, labels, ["a", "b", "c"], curve_sizes=None)
+    assert (result.dropped_rows, result.n_suspect, result.n_validation) == (2, 29, 29)
+    assert result.dropped_features == ("a",) and result.weights["a"] == 0.0
+    with pytest.raises(UserError, match="2 texts have a NaN or infinite score"):
+        di.dataset_inference(x, labels, ["a", "b", "c"], nonfinite="raise")
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([1] * 10, "got 10 suspect and 0 validation"),
+    ([0] * 10, "got 0 suspect and 10 validation"),
+    ([1] * 3 + [0] * 7, "at least 4 texts with finite scores on each side"),
+    ([1, 2] * 5, "labels must be 1 .suspect. or 0"),
+])
+def test_bad_input_is_one_line(labels, message):
+    x = np.random.default_rng(0).normal(size=(10, 2))
+    with pytest.raises(UserError, match=message) as caught:
+        di.dataset_inference(x, np.array(labels), ["a", "b"])
+    assert "\n" not in str(caught.value)
+    with pytest.raises(UserError, match="features must be texts x 3 named scores"):
+        di.dataset_inference(x, np.array(labels), ["a", "b", "c"])
+    x[:, 0] = 0.0
+    x[:, 1] = 0.0
+    with pytest.raises(UserError, match="no score varies"):
+        di.dataset_inference(x, np.r_[np.ones(5), np.zeros(5)].astype(int), ["a", "b"])
+    with pytest.raises(UserError, match="leaves fewer than 2 to test"):
+        di.dataset_inference(np.random.default_rng(0).normal(size=(10, 2)), np.r_[np.ones(5), np.zeros(5)],
+                             ["a", "b"], n_train=4)
