@@ -1,0 +1,214 @@
+"""The exact probability that a sampling scheme reproduces a target given its prompt (causal LMs).
+
+Hayes et al. 2024 (*Measuring memorization in language models via probabilistic extraction*): for a
+prompt x and target y_1..y_L, p_z = prod_t q(y_t | x, y_<t), with q the *processed* next-token
+distribution a sampler draws from; one teacher-forced forward pass over x + y gives every factor.
+
+- q is what `model.generate(do_sample=True, temperature=T, top_k=K, top_p=P)` samples from: softmax of
+  the float32 logits after transformers' own TemperatureLogitsWarper(T), TopKLogitsWarper(K) and
+  TopPLogitsWarper(P), in that order (`GenerationMixin._get_logits_processor`, transformers 5.x;
+  each only when active: T != 1, K not 0/None, P < 1), with `min_tokens_to_keep=1` as generate uses
+  for one beam. The processor classes themselves filter each row, so the kept set (ties included)
+  is generate's. A target token outside the kept set gives p_z = 0 (log p_z = -inf).
+- Greedy decoding (`SamplingScheme(greedy=True)`, generate's `do_sample=False`) is the limit: q puts
+  mass 1 on the argmax (torch.argmax: the first of tied maxima, as generate picks), so p_z is 1 when
+  every target token is the argmax and 0 otherwise.
+- Sequences are [BOS] + prompt + target, tokenized apart (`conditional.encode_pairs`, as
+  `target_logprobs` does); a prompt that would not fit the context with its target keeps its last
+  tokens (as `generation.prompt_cuts` does); a target longer than the context minus one is a UserError.
+- Rows are sorted by length, right-padded with the padding masked, and cut to the device's logits
+  budget (`causal.logits_bounded_batches`); the LM head runs only from the first target position
+  (`logits_to_keep`, where supported), and the warpers run over a few rows of logits at a time. A
+  target's numbers do not depend on its batch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from harness.core.errors import UserError
+from harness.scoring.batching import model_context, padding_id, right_pad
+from harness.scoring.causal import (
+    ACCELERATOR_CHUNK_BYTES,
+    STATS_CHUNK_BYTES,
+    logits_bounded_batches,
+    output_vocabulary,
+)
+from harness.scoring.conditional import encode_pairs
+from harness.scoring.distributed import run_batches
+from harness.scoring.spans import longest_first
+
+
+@dataclass(frozen=True)
+class SamplingScheme:
+    """A decoding scheme: sampling at temperature T with top-k K (None: off) and top-p P (None or 1:
+    off), or greedy decoding (`greedy=True`, which ignores T, K and P)."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    greedy: bool = False
+
+    def check(self) -> "SamplingScheme":
+        """Itself, or a `UserError` naming the first bad setting."""
+        if self.greedy:
+            return self
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise UserError(f"sampling temperature must be > 0 (use greedy decoding for T -> 0), got {self.temperature}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int)
+                                       or self.top_k < 1):
+            raise UserError(f"top_k must be an integer >= 1 (or None for no top-k), got {self.top_k!r}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise UserError(f"top_p must lie in (0, 1] (or None for no top-p), got {self.top_p}")
+        return self
+
+    def processors(self) -> LogitsProcessorList:
+        """transformers' warpers that `generate(**self.generate_kwargs())` applies, in its order
+        (empty when greedy: `do_sample=False` applies none)."""
+        self.check()
+        warpers = LogitsProcessorList()
+        if self.greedy:
+            return warpers
+        if self.temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(float(self.temperature)))
+        if self.top_k is not None:
+            warpers.append(TopKLogitsWarper(top_k=int(self.top_k), min_tokens_to_keep=1))
+        if self.top_p is not None and self.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(top_p=float(self.top_p), min_tokens_to_keep=1))
+        return warpers
+
+    def generate_kwargs(self) -> dict:
+        """The `model.generate` flags that sample from this scheme (top_k=0 turns off generate's
+        default top-k of 50)."""
+        self.check()
+        if self.greedy:
+            return {"do_sample": False, "num_beams": 1}
+        return {"do_sample": True, "num_beams": 1, "temperature": float(self.temperature),
+                "top_k": int(self.top_k or 0), "top_p": float(self.top_p if self.top_p is not None else 1.0)}
+
+    def step_logprobs(self, logits: torch.Tensor, warpers: LogitsProcessorList | None = None) -> torch.Tensor:
+        """log q(z) for every row of `logits` (n, V), in float32: log_softmax of the processed logits
+        (-inf outside the kept set); greedy: 0 at each row's argmax, -inf elsewhere."""
+        scores = logits.float()
+        if self.greedy:
+            out = torch.full_like(scores, -torch.inf)
+            return out.scatter_(1, scores.argmax(dim=-1, keepdim=True), 0.0)
+        warpers = self.processors() if warpers is None else warpers
+        no_ids = torch.zeros((scores.shape[0], 0), dtype=torch.long, device=scores.device)  # warpers read none
+        return torch.log_softmax(warpers(no_ids, scores), dim=-1)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ExtractionInfo:
+    """How targets were scored; recorded in the results file."""
+
+    scheme: dict
+    bos_token_id: int | None
+    context_length: int
+    n_targets: int
+    n_prompts_cut: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit_prompts(prompt_ids: list[list[int]], target_ids: list[list[int]], context: int) -> tuple[list[list[int]], int]:
+    """Each prompt cut to its last `context - len(target)` tokens, and how many were cut; a target
+    that leaves no room for one prompt token is a `UserError`."""
+    cut, n_cut = [], 0
+    for prompt, target in zip(prompt_ids, target_ids):
+        room = context - len(target)
+        if room < 1 or not prompt:
+            raise UserError(f"a target of {len(target)} tokens after a prompt of {len(prompt)} tokens does not "
+                            f"fit the model's context of {context} (it needs at least one prompt token)")
+        n_cut += len(prompt) > room
+        cut.append(prompt[-room:])
+    return cut, n_cut
+
+
+def extraction_logprobs(model, tokenizer, prompts: list[str], targets: list[str], scheme: SamplingScheme,
+                        batch_size: int = 16, max_length: int | None = None, progress: bool | None = None
+                        ) -> tuple[list[np.ndarray], ExtractionInfo]:
+    """log q(y_t | x, y_<t) under the scheme's processed distribution for every target token, one
+    float64 array per (prompt, target); log p_z is each array's sum (`log_pz`)."""
+    scheme.check()
+    if len(prompts) != len(targets):
+        raise ValueError(f"{len(prompts)} prompts but {len(targets)} targets")
+    prompt_ids, target_ids = encode_pairs(tokenizer, prompts, targets, seq2seq=False, max_source=None,
+                                          max_target=None)
+    context = max_length or model_context(model)
+    cut, n_cut = fit_prompts(prompt_ids, target_ids, context)
+    scores = extraction_logprobs_ids(model, cut, target_ids, scheme, batch_size, padding_id(tokenizer), progress)
+    bos = tokenizer.bos_token_id
+    return scores, ExtractionInfo(scheme.as_dict(), bos, context, len(targets), n_cut)
+
+
+def log_pz(token_logprobs: list[np.ndarray]) -> np.ndarray:
+    """log p_z = sum_t log q(y_t | x, y_<t) of each target (-inf when any token is outside the kept set)."""
+    return np.array([float(np.sum(row)) for row in token_logprobs], dtype=np.float64)
+
+
+@torch.no_grad()
+def extraction_logprobs_ids(model, prompt_ids: list[list[int]], target_ids: list[list[int]],
+                            scheme: SamplingScheme, batch_size: int = 16, pad: int = 0,
+                            progress: bool | None = None) -> list[np.ndarray]:
+    """`extraction_logprobs` on token ids: each prompt (non-empty, BOS included if wanted) is
+    followed by its target, and prompt + target must fit the model's context."""
+    scheme.check()
+    warpers = scheme.processors()
+    device = next(model.parameters()).device
+    lengths = [len(p) + len(t) for p, t in zip(prompt_ids, target_ids)]
+    scorable = [i for i, t in enumerate(target_ids) if t]
+    if any(not prompt_ids[i] for i in scorable):
+        raise ValueError("every prompt needs at least one token")
+    can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    def score_batch(batch: list[int]) -> list[np.ndarray]:
+        members = [scorable[k] for k in batch]
+        inputs, mask = right_pad([prompt_ids[i] + target_ids[i] for i in members], pad)
+        width = inputs.shape[1]
+        first = min(len(prompt_ids[i]) for i in members) - 1  # the first position that predicts a target token
+        keep = {"logits_to_keep": width - first} if can_skip_logits else {}
+        logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device), **keep).logits
+        shift = width - logits.shape[1]  # logits[:, k] belong to position shift + k
+        counts = [len(target_ids[i]) for i in members]
+        rows = np.repeat(np.arange(len(members)), counts)
+        positions = np.concatenate([np.arange(len(prompt_ids[i]) - 1, len(prompt_ids[i]) - 1 + len(target_ids[i]))
+                                    for i in members])
+        wanted = torch.from_numpy(np.concatenate([target_ids[i] for i in members]).astype(np.int64))
+        flat = processed_target_logprobs(logits, torch.from_numpy(rows), torch.from_numpy(positions - shift),
+                                         wanted, scheme, warpers)
+        return np.split(flat, np.cumsum(counts)[:-1])
+
+    batches = logits_bounded_batches(longest_first([lengths[i] for i in scorable]),
+                                     [lengths[i] for i in scorable], batch_size, output_vocabulary(model), device)
+    done = run_batches(batches, score_batch, "extraction", progress)
+    results = [np.zeros(0, dtype=np.float64) for _ in target_ids]
+    for k, value in done.items():
+        results[scorable[k]] = value
+    return results
+
+
+def processed_target_logprobs(logits: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor,
+                              targets: torch.Tensor, scheme: SamplingScheme,
+                              warpers: LogitsProcessorList | None = None) -> np.ndarray:
+    """log q(target) at each (row, position) of `logits` (batch, positions, V) under the scheme
+    (`SamplingScheme.step_logprobs`), float64; the positions run a few at a time, as
+    `causal.position_scores` does, so no temporary holds all the logits."""
+    budget = STATS_CHUNK_BYTES if logits.device.type == "cpu" else ACCELERATOR_CHUNK_BYTES
+    chunk = max(1, budget // (4 * logits.shape[-1]))
+    device = logits.device
+    parts = []
+    for start in range(0, len(rows), chunk):
+        picked = logits[rows[start:start + chunk].to(device), positions[start:start + chunk].to(device)]
+        logq = scheme.step_logprobs(picked, warpers)
+        parts.append(logq.gather(1, targets[start:start + chunk, None].to(device))[:, 0])
+    return torch.cat(parts).double().cpu().numpy() if parts else np.zeros(0, dtype=np.float64)
