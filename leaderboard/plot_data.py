@@ -6,6 +6,7 @@ left out and why."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from harness.core.results import Headline, Metric
@@ -31,6 +32,12 @@ def number(value: str | None) -> float | None:
     return parsed if math.isfinite(parsed) else None
 
 
+def _names_number(text: str, value: str) -> bool:
+    """True when `value` stands in `text` as a number of its own (`1` in `after 1 epoch`, not in
+    `10`, `1.5`, `1%` or `x-1`)."""
+    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.%])", text) is not None
+
+
 @dataclass
 class PlotData:
     """The runs a task's plot draws. `series`: per run, (axis tag value, headline value) points
@@ -46,11 +53,23 @@ class PlotData:
         return sorted({x for _, points in self.series for x, _ in points})
 
     def axis_title(self) -> str:
-        """The value axis: the headline's label (up to its first comma when plotted against a tag)
-        and its better direction."""
-        label = self.head.label.split(",")[0] if self.axis_tag else self.head.label
+        """The value axis: what is plotted (`quantity`) and its better direction."""
+        label = self.quantity()
         return (f"{label} ({self.head.better} is better)" if self.head.ideal is None
                 else f"{label} (best at {self.head.ideal:g})")
+
+    def quantity(self) -> str:
+        """What the value axis holds. Bars: the headline's label. Lines against the axis tag: the
+        label up to its first comma (`Min-K% 20% AUC, 128 words` -> `Min-K% 20% AUC`), unless that
+        part names the headline's own axis value (`... after 1 epoch`, which the axis runs over);
+        then the metric and its fixed tags (`auc: score=min_k_20, trained_on=members`)."""
+        if not self.axis_tag:
+            return self.head.label
+        first_part = self.head.label.split(",")[0].strip()
+        if not _names_number(first_part, self.head.tags[self.axis_tag]):
+            return first_part
+        fixed = ", ".join(f"{k}={v}" for k, v in self.head.tags.items() if k != self.axis_tag)
+        return f"{self.head.metric}: {fixed}" if fixed else self.head.metric
 
     @staticmethod
     def error(metric: Metric) -> tuple[float, float]:

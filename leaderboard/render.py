@@ -50,14 +50,18 @@ def markdown_table(table: Table) -> str:
     return tabulate(table.rows, headers=table.headers, tablefmt="github", disable_numparse=True)
 
 
-def fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+def fmt(value: float | None, whole: bool = False) -> str:
+    """A number with 3 decimals; without decimals when `whole` (a count, `count_metrics`) and it is one."""
+    if value is None:
+        return "n/a"
+    return f"{value:.0f}" if whole and value.is_integer() else f"{value:.3f}"
 
 
-def fmt_metric(metric: Metric, interval: bool = False) -> str:
-    """A metric's value, as `mean ± std` when it carries its spread over seeds (`std`), followed by
-    its interval `[low, high]` when `interval` and it has one."""
-    cell = fmt(metric.value)
+def fmt_metric(metric: Metric, interval: bool = False, whole: bool = False) -> str:
+    """A metric's value (without decimals when `whole`: a count, `count_metrics`), as `mean ± std`
+    when it carries its spread over seeds (`std`), followed by its interval `[low, high]` when
+    `interval` and it has one."""
+    cell = fmt(metric.value, whole)
     if metric.std is not None and metric.value is not None:
         cell += f" ± {fmt(metric.std)}"
     if interval and metric.ci_low is not None:
@@ -129,13 +133,34 @@ def limit_legend(items: list[BoardEntry], overview: bool = False) -> str | None:
             f"for submission.{cells}")
 
 
-def headline_value(item: BoardEntry, head: Headline | None = None, interval: bool = False) -> str:
-    """The value of `head` (default: the entry's headline) in an entry's metrics, formatted."""
+def count_metrics(board: list[BoardEntry]) -> frozenset[tuple[str, str]]:
+    """(task, metric name) of the board's counts (epochs, ranks, targets): metrics whose value is a
+    whole number, without an interval or a spread over seeds, in every run on the board that has
+    one, and beyond 0 and 1 in some (whole values within [0, 1] could as well be a rate or a p-value
+    at its bound). They print without decimals; a metric that is whole only in some runs (an AUC of
+    1) keeps its decimals everywhere, so that a column reads alike."""
+    whole: dict[tuple[str, str], bool] = {}
+    beyond_one: set[tuple[str, str]] = set()
+    for item in board:
+        for metric in item.entry.metrics:
+            if metric.value is not None:
+                key = (item.entry.name, metric.name)
+                whole[key] = whole.get(key, True) and (metric.value.is_integer() and metric.std is None
+                                                       and metric.ci_low is None and metric.ci_high is None)
+                if abs(metric.value) > 1:
+                    beyond_one.add(key)
+    return frozenset(key for key, is_whole in whole.items() if is_whole and key in beyond_one)
+
+
+def headline_value(item: BoardEntry, head: Headline | None = None, interval: bool = False,
+                   counts: frozenset[tuple[str, str]] = frozenset()) -> str:
+    """The value of `head` (default: the entry's headline) in an entry's metrics, formatted; without
+    decimals when it is one of `counts` (`count_metrics`)."""
     entry = item.entry
     if entry.status == "skipped":
         return "skipped"
     metric = entry.headline_metric(head)
-    return "n/a" if metric is None else fmt_metric(metric, interval)
+    return "n/a" if metric is None else fmt_metric(metric, interval, (entry.name, metric.name) in counts)
 
 
 def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
@@ -189,8 +214,9 @@ def overview(board: list[BoardEntry], text: Text = escape, interval: bool = Fals
     limits = {(name, identity): [b.limit for b in shown if (b.model_name, b.model_identity) == (name, identity)]
               for name, identity, *_ in models}
     mixed = {key for key, found in limits.items() if None in found and any(x is not None for x in found)}
+    counts = count_metrics(board)
     cells = {(b.model_identity, b.model_name, b.entry.name):
-             headline_value(b, interval=interval)
+             headline_value(b, interval=interval, counts=counts)
              + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed else "")
              + changed_mark(b) + null_mark(b) for b in shown}
     rows = [[model_label(name, identity, text) + limit_mark(limits[name, identity]), text(kind)]
@@ -231,7 +257,9 @@ def summary(task: str, board: list[BoardEntry], text: Text = escape, group: list
     heads = task_heads(task, board)
     if not items:
         return None
-    rows = [[entry_label(b, text)] + [headline_value(b, head, interval=True) for head in heads] for b in items]
+    counts = count_metrics(board)
+    rows = [[entry_label(b, text)] + [headline_value(b, head, interval=True, counts=counts) for head in heads]
+            for b in items]
     headers = ["model"] + [f"{text(head.label)} {head.direction()}" for head in heads]
     return Table(headers, rows, [False] + [True] * len(heads))
 
@@ -246,6 +274,7 @@ def all_metrics(task: str, board: list[BoardEntry], text: Text = escape) -> Tabl
     items = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
     metric_names = list(dict.fromkeys(m.name for b in items for m in b.entry.metrics))
     tag_keys = list(dict.fromkeys(k for b in items for m in b.entry.metrics for k in m.tags))
+    counts = count_metrics(board)
     rows = []
     for item in items:
         grouped: dict[tuple, dict] = {}
@@ -254,7 +283,7 @@ def all_metrics(task: str, board: list[BoardEntry], text: Text = escape) -> Tabl
             grouped.setdefault(key, {})[metric.name] = metric
         for key, by_name in grouped.items():
             row = [entry_label(item, text), str(item.entry.version), str(item.runs)] + [text(v) for v in key]
-            row += ["" if by_name.get(name) is None else fmt_metric(by_name[name], interval=True)
+            row += ["" if by_name.get(name) is None else fmt_metric(by_name[name], True, (task, name) in counts)
                     for name in metric_names]
             rows.append(row)
     headers = ["model", "version", "runs"] + [text(k) for k in tag_keys + metric_names]

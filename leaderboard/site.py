@@ -39,6 +39,7 @@ from leaderboard.render import (
     board_models,
     by_group,
     changed_notes,
+    count_metrics,
     fmt,
     fmt_metric,
     headline_value,
@@ -142,6 +143,7 @@ def render_site(submissions: Path) -> dict[str, bytes]:
     common = {"tasks": tasks, "short": short, "n_files": len(files), "folder": submissions.name,
               "limit_mark": LIMIT_MARK, "changed_mark": CHANGED_MARK, "changed_legend": CHANGED_LEGEND}
     groups = by_group(board)
+    counts = count_metrics(board)  # metrics printed without decimals on the model pages
     site: dict[str, bytes] = {}
 
     def page(path: str, template: str, **values) -> None:
@@ -171,7 +173,7 @@ def render_site(submissions: Path) -> dict[str, bytes]:
              null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"] if b.entry.name == task) else None)
     for model in models:
         page(f"models/{model.slug}.html", "model.html", title=model.label, model=model, json=_json,
-             fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, better=better_in_words,
+             fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, counts=counts, better=better_in_words,
              controls_note=CONTROLS_NOTE)
     site["board.json"] = (_json(board_json(models)) + "\n").encode("utf-8")
     site["board.css"] = (Path(__file__).parent / "templates" / "board.css").read_bytes()

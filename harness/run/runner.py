@@ -143,17 +143,19 @@ def settings_hash(settings: dict[str, Any], limit: int | None, seed: int, dtype:
 
 
 def skip_reasons(tasks: list[Task], configs: list[TaskConfig], data: list[Any], lm: LoadedModel,
-                 options: EvaluateOptions) -> list[str | None]:
+                 options: EvaluateOptions, cached: list[bool] | None = None) -> list[str | None]:
     """Why each task is skipped (None: it runs), with a warning on stderr for every skip but a model
     kind the task does not score under `--tasks all`.
 
     A task is skipped when `--limit` left it too little data (`LimitTooSmall`), when it does not
     score models of this kind, and, under `--tasks all`, when its `check_model` refuses the model;
-    a task named on purpose whose `check_model` refuses the model is an error."""
+    a task named on purpose whose `check_model` refuses the model is an error. A task whose result
+    is in the results cache (`cached[i]`, from `cached_result`) is served from it: its `check_model`,
+    which guards computing the result (a fine-tuning's memory, say), is not asked."""
     reasons = []
-    for task, config, loaded in zip(tasks, configs, data):
+    for task, config, loaded, served in zip(tasks, configs, data, cached or [False] * len(tasks)):
         reason, expected = (str(loaded), False) if isinstance(loaded, LimitTooSmall) else (task.skip_reason(lm), True)
-        if reason is None:
+        if reason is None and not served:
             try:
                 task.check_model(lm, config)
             except UserError as err:
@@ -166,6 +168,12 @@ def skip_reasons(tasks: list[Task], configs: list[TaskConfig], data: list[Any], 
     return reasons
 
 
+def unscorable_reason(task: Task, loaded: Any, lm: LoadedModel) -> str | None:
+    """Why the task cannot run whatever its cache holds: `--limit` left it too little data
+    (`LimitTooSmall`), or it does not score models of this kind; None when it can."""
+    return str(loaded) if isinstance(loaded, LimitTooSmall) else task.skip_reason(lm)
+
+
 def load_task_data(task: Task, config: TaskConfig, context: RunContext) -> Any:
     """The task's data, or the `LimitTooSmall` error when `--limit` leaves it too little."""
     try:
@@ -174,33 +182,53 @@ def load_task_data(task: Task, config: TaskConfig, context: RunContext) -> Any:
         return err
 
 
-def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
-             options: EvaluateOptions, reason: str | None = None) -> tuple[TaskEntry, str]:
-    """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
-    entry when `reason` says why the task cannot run (`skip_reasons`), or when it ran and computed
-    no metrics (with the task's `no_metrics_reason`; such a run is not cached)."""
+def task_cache_key(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
+                   options: EvaluateOptions) -> tuple[str, str]:
+    """The task run's `config_hash` and its results cache key (`cache_key`, with the identities of the
+    auxiliary models in `context.models`)."""
     source = getattr(data, "source", None)
     auxiliary = {role: model.identity for role, model in context.models.items()}
     digest = config_hash(config, options, lm.dtype, source if isinstance(source, str) else None, task.LIMIT_VERSION)
-    key = cache_key(digest, auxiliary)
+    return digest, cache_key(digest, auxiliary)
+
+
+def cached_result(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
+                  options: EvaluateOptions) -> tuple[TaskEntry, str] | None:
+    """The task's finished entry and samples (JSONL) from the results cache; None under `--no-cache`,
+    when it is not there, or when the cached entry has no metrics (cached by an older membench: it
+    runs again). Rank 0 reads and every rank gets its answer, so that every rank of a data-parallel
+    run computes the same tasks."""
+    if not options.use_cache:
+        return None
+    _, key = task_cache_key(task, lm, data, config, context, options)
+    hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, key)
+                                          if distributed.is_main() else None)
+    return hit if hit and hit[0].metrics else None
+
+
+def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
+             options: EvaluateOptions, reason: str | None = None,
+             cached: tuple[TaskEntry, str] | None = None) -> tuple[TaskEntry, str]:
+    """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
+    entry when `reason` says why the task cannot run (`skip_reasons`), or when it ran and computed
+    no metrics (with the task's `no_metrics_reason`; such a run is not cached). `cached`: what
+    `cached_result` found, where the caller looked already; None: it is looked up here."""
+    digest, key = task_cache_key(task, lm, data, config, context, options)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, changed_settings=changed_settings(config), seed=options.seed)
     reason = reason or task.skip_reason(lm)
     if reason:
         log.info("skipping %s: %s", task.NAME, reason)
         return TaskEntry(status="skipped", skip_reason=reason, **base), ""
-    if options.use_cache:
-        # rank 0 decides, so that every rank of a data-parallel run computes the same tasks
-        hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, key)
-                                              if distributed.is_main() else None)
-        if hit and hit[0].metrics:  # an entry without metrics (cached by an older membench) is run again
-            log.info("%s: reusing the cached result", task.NAME)
-            entry, samples = hit
-            warn_entry(entry)
-            # the headline and summary say how the board shows the task, not what was computed: take today's
-            # (and what changed from the defaults: an entry cached by an older membench lacks it)
-            return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY),
-                                            "changed_settings": base["changed_settings"]}), samples
+    hit = cached or cached_result(task, lm, data, config, context, options)
+    if hit:
+        log.info("%s: reusing the cached result", task.NAME)
+        entry, samples = hit
+        warn_entry(entry)
+        # the headline and summary say how the board shows the task, not what was computed: take today's
+        # (and what changed from the defaults: an entry cached by an older membench lacks it)
+        return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY),
+                                        "changed_settings": base["changed_settings"]}), samples
     started, peak_known = time.perf_counter(), heap.reset_peak_rss()
     fitting.reset()
     with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
@@ -253,15 +281,22 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     with distributed.main_first():
         lm = models.load(spec)
     context = replace(context, batch_size=starting_batch_size(options, lm.device))
-    reasons = skip_reasons(instances, configs, datasets, lm, options)
+    # The cache is looked up before `check_model` is asked (`skip_reasons`): a cached task is served,
+    # even where its check would refuse computing it again (a fine-tuning too big for this machine).
+    # Its key holds the auxiliary models' identities, so they are loaded first.
+    unscorable = [unscorable_reason(task, loaded, lm) for task, loaded in zip(instances, datasets)]
     with distributed.main_first():
-        auxiliary = load_auxiliary_models(spec, instances, configs, reasons, options.resolve_model)
+        auxiliary = load_auxiliary_models(spec, instances, configs, unscorable, options.resolve_model)
+    contexts = [replace(context, models=models_of_task) for models_of_task in auxiliary]
+    hits = [None if reason else cached_result(task, lm, data, config, task_context, options)
+            for task, data, config, task_context, reason in zip(instances, datasets, configs, contexts, unscorable)]
+    reasons = skip_reasons(instances, configs, datasets, lm, options, cached=[hit is not None for hit in hits])
     entries, samples = [], []
-    for task, config, data, reason, models_of_task in zip(instances, configs, datasets, reasons, auxiliary):
+    for task, config, data, reason, task_context, hit in zip(instances, configs, datasets, reasons, contexts, hits):
         started = time.perf_counter()
         if options.on_task_start and distributed.is_main():
             options.on_task_start(task.NAME, lm.name)
-        entry, jsonl = run_task(task, lm, data, config, replace(context, models=models_of_task), options, reason)
+        entry, jsonl = run_task(task, lm, data, config, task_context, options, reason, hit)
         if options.on_task_end and distributed.is_main():
             options.on_task_end(entry, lm.name, time.perf_counter() - started)
         entries.append(entry)
@@ -284,9 +319,10 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
 def load_auxiliary_models(spec: models.ModelSpec, tasks: list[Task], configs: list[TaskConfig],
                           reasons: list[str | None], resolve_model: Callable[[str], str] | None = None,
                           ) -> list[dict[str, LoadedModel]]:
-    """The auxiliary models of each task that runs (`Task.auxiliary_models`), by role: each distinct
-    one loaded once, with the evaluated model's device, dtype and safety settings (a `UserError`
-    when it cannot be loaded), from where `resolve_model(name)` says (the name itself without it)."""
+    """The auxiliary models of each task not skipped (`reasons[i]` None; `Task.auxiliary_models`), by
+    role: each distinct one loaded once, with the evaluated model's device, dtype and safety settings
+    (a `UserError` when it cannot be loaded), from where `resolve_model(name)` says (the name itself
+    without it)."""
     loaded: dict[str, LoadedModel] = {}
     out = []
     for task, config, reason in zip(tasks, configs, reasons):

