@@ -6,8 +6,11 @@ linear classifier fitted on one part of each set; a one-sided t-test on the othe
 suspect texts look more "seen" than the validation texts.
 
 One split (`split_p_value`) follows `linear_di.py` step for step (clipping, normalisation, the linear
-model, the one-sided t-test); `dataset_inference` repeats it over seeded splits and combines their
-p-values by twice the median, which stays valid under any dependence between the splits. The test
+model, the one-sided t-test; `preprocessing="linear_di", equal_var=True` gives its p-value) but by default
+fits the clipping on the training half only (`preprocess_on_train`: linear_di.py's clipping of each side on
+all its texts leaks the labels of the held-out half) and uses Welch's t-test; `dataset_inference` repeats
+it over seeded splits and combines their p-values by twice the median, valid under any dependence
+between the splits. The test
 assumes the two sets are i.i.d. from one distribution under the null; `iid_guard` checks that on
 model-free scores.
 """
@@ -27,6 +30,7 @@ from threadpoolctl import ThreadpoolController
 
 from harness.core.errors import UserError
 
+Preprocessing = Literal["train", "linear_di"]
 CLIP_FRACTION = 0.05  # linear_di.py: remove_outliers(remove_frac=0.05), 2.5% of each side of each class
 MIN_PER_SIDE = 4  # 2 texts per side fit the classifier, 2 are tested (a t-test needs 2 per group)
 # texts per side of the curve (after linear_di.py's p_sample_list, from 10: fewer barely fit 7 scores)
@@ -108,7 +112,8 @@ def preprocess(features: np.ndarray, labels: np.ndarray,
     on the suspect texts, then on the validation texts), then z = (x - mean_S) / std_S with the mean and
     population standard deviation (ddof 0) of the clipped *suspect* texts (its `normalize_and_stack`,
     normalize="train"). Also the mask of features kept: those with std_S > 0 (linear_di.py would divide
-    by 0)."""
+    by 0). The held-out texts are clipped by their own side's quantiles, a transform chosen by their
+    labels: see `preprocess_on_train`."""
     x = np.array(features, dtype=float)
     suspect = labels == 1
     for side in (suspect, ~suspect):
@@ -118,16 +123,48 @@ def preprocess(features: np.ndarray, labels: np.ndarray,
     return (x[:, kept] - mean[kept]) / std[kept], kept
 
 
+def preprocess_on_train(features: np.ndarray, labels: np.ndarray, train: np.ndarray,
+                        clip_fraction: float = CLIP_FRACTION) -> tuple[np.ndarray, np.ndarray]:
+    """membench's default: the same clipping and normalisation, fitted on the training rows only and applied
+    alike to every row. Each feature is clipped to [t_(k), t_(m-k+1)] (`clip_outliers`'s order statistics of
+    the m training rows, both sides pooled), then z = (x - mean) / std over the training suspect rows.
+    linear_di.py clips each side on all its texts, held-out ones included: with collinear scores (Min-K% at
+    several k) the linear model picks up the clipping's side-dependent kinks and carries them to the held-out
+    half, a false positive (bench_dataset_inference: 30% of single splits at alpha 0.05 on random halves of
+    an untrained model's scores); a transform that never sees a held-out label cannot do that."""
+    x = np.asarray(features, dtype=float)
+    fit = x[train]
+    k = int(len(fit) * clip_fraction / 2)
+    if k:
+        ordered = np.sort(fit, axis=0)
+        x = np.clip(x, ordered[k - 1], ordered[len(fit) - k])
+    suspect = x[train & (labels == 1)]
+    mean, std = suspect.mean(axis=0), suspect.std(axis=0)
+    kept = std > 0
+    return (x[:, kept] - mean[kept]) / std[kept], kept
+
+
+def split_features(x: np.ndarray, y: np.ndarray, train: np.ndarray, clip_fraction: float,
+                   preprocessing: Preprocessing) -> tuple[np.ndarray, np.ndarray]:
+    """`preprocess_on_train` ("train") or linear_di.py's `preprocess` ("linear_di")."""
+    if preprocessing == "linear_di":
+        return preprocess(x, y, clip_fraction)
+    return preprocess_on_train(x, y, train, clip_fraction)
+
+
 def held_out_test(z: np.ndarray, labels: np.ndarray, train: np.ndarray,
                   equal_var: bool = False) -> tuple[float, float, np.ndarray]:
     """Fit on the `train` rows, test on the others: unpenalised logistic regression with an intercept
     (the maximum-likelihood fit that `linear_di.py`'s nn.Linear + BCEWithLogitsLoss + Adam approaches),
     y = 1 for suspect; s = w.z + b on each held-out text; `ttest_ind(s_suspect, s_validation,
-    alternative="greater", equal_var=...)` (H1: suspect texts score higher). Returns (p, t, w). A t-test
-    that is undefined (no variance on either side) gives p = 1, t = 0."""
+    alternative="greater", equal_var=...)` (H1: suspect texts score higher; linear_di.py codes validation
+    as 1 and tests "less": the same t with its sign turned). Newton steps stop at max |gradient| <= 1e-10
+    or after 30 (the MLE, when it exists, takes about 5; separable training rows have none, and the fit
+    stops there as linear_di.py's Adam stops after 1000 steps: any w fitted on the training rows alone
+    keeps the test valid). Returns (p, t, w). An undefined t-test (no variance on either side) gives
+    p = 1, t = 0."""
     model = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-10, max_iter=30)
-    with warnings.catch_warnings():
-        # separable training rows (few texts, a strong signal): no finite MLE; the weights' direction still fits
+    with warnings.catch_warnings():  # separable rows: scikit-learn warns of a singular Hessian, no convergence
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         warnings.filterwarnings("ignore", message=".*(ill-conditioned|singular|Hessian).*")
@@ -140,6 +177,18 @@ def held_out_test(z: np.ndarray, labels: np.ndarray, train: np.ndarray,
     if not np.isfinite(p):
         return 1.0, 0.0, model.coef_[0]
     return p, t, model.coef_[0]
+
+
+def one_split(x: np.ndarray, y: np.ndarray, train: np.ndarray, clip_fraction: float, preprocessing: Preprocessing,
+              equal_var: bool) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(p, t, weight per feature (0 where dropped), kept mask) of one split; p = 1 when no feature varies."""
+    z, kept = split_features(x, y, train, clip_fraction, preprocessing)
+    weights = np.zeros(x.shape[1])
+    if not kept.any():
+        return 1.0, 0.0, weights, kept
+    p, t, w = held_out_test(z, y, train, equal_var)
+    weights[kept] = w
+    return p, t, weights, kept
 
 
 def check_input(features: np.ndarray, labels: np.ndarray, names: Sequence[str],
@@ -178,23 +227,22 @@ def split_mask(labels: np.ndarray, n_train: int, rng: np.random.Generator) -> np
 
 
 def split_p_value(features: np.ndarray, labels: np.ndarray, train: np.ndarray, names: Sequence[str],
-                  clip_fraction: float = CLIP_FRACTION, equal_var: bool = False) -> SplitResult:
-    """One split of Maini et al.'s test, as `linear_di.py` runs it for one seed: `preprocess` every text,
-    fit on the `train` rows (boolean mask, the same number per side), one-sided t-test on the rest
-    (`held_out_test`). `equal_var=True` is linear_di.py's own Student t-test (SciPy's default); membench's
-    default is Welch's, which has the same statistic when the held-out sides are equally large and
-    Welch-Satterthwaite degrees of freedom instead of n_S + n_V - 2. Non-finite rows raise a UserError."""
+                  clip_fraction: float = CLIP_FRACTION, equal_var: bool = False,
+                  preprocessing: Preprocessing = "train") -> SplitResult:
+    """One split of Maini et al.'s test: clip and normalise (`preprocess_on_train`, or with
+    preprocessing="linear_di" linear_di.py's own `preprocess` of every text), fit on the `train` rows
+    (boolean mask, the same number per side), one-sided t-test on the rest (`held_out_test`).
+    `equal_var=True` is linear_di.py's own Student t-test (SciPy's default); membench's default is
+    Welch's, which has the same statistic when the held-out sides are equally large and Welch-Satterthwaite
+    degrees of freedom instead of n_S + n_V - 2. With preprocessing="linear_di", equal_var=True this is
+    linear_di.py's p-value for one seed. Non-finite rows raise a UserError."""
     x, y, _ = check_input(features, labels, names, "raise")
     train = np.asarray(train, dtype=bool)
-    z, kept = preprocess(x, y, clip_fraction)
-    if not kept.any():
-        raise UserError("dataset inference: no score varies across the suspect texts")
     with blas().limit(limits=1):
-        p, t, w = held_out_test(z, y, train, equal_var)
-    weights = dict.fromkeys(names, 0.0) | dict(zip(np.asarray(names)[kept].tolist(), w.tolist()))
+        p, t, w, _ = one_split(x, y, train, clip_fraction, preprocessing, equal_var)
     return SplitResult(p_value=p, statistic=t, n_train_per_side=int(train[y == 1].sum()),
                        n_test_suspect=int((~train & (y == 1)).sum()),
-                       n_test_validation=int((~train & (y == 0)).sum()), weights=weights)
+                       n_test_validation=int((~train & (y == 0)).sum()), weights=dict(zip(names, w.tolist())))
 
 
 def twice_median(p_values: Sequence[float]) -> float:
@@ -206,32 +254,33 @@ def twice_median(p_values: Sequence[float]) -> float:
     return float(min(1.0, 2.0 * float(np.median(p_values))))
 
 
-def combined(x: np.ndarray, y: np.ndarray, names: Sequence[str], n_splits: int, n_train: int | None,
-             rng: np.random.Generator, clip_fraction: float,
+def combined(x: np.ndarray, y: np.ndarray, n_splits: int, n_train: int | None, rng: np.random.Generator,
+             clip_fraction: float, preprocessing: Preprocessing,
              equal_var: bool) -> tuple[float, list[float], np.ndarray, np.ndarray, int]:
     """Twice-median p-value of `n_splits` seeded splits of finite (x, y); also the per-split p-values,
-    the per-split weights (splits x kept features), the kept-feature mask and the texts per side fitted."""
-    z, kept = preprocess(x, y, clip_fraction)
-    if not kept.any():
+    the per-split weights (splits x features), the features kept in some split and the texts per side fitted."""
+    if not (np.ptp(x[y == 1], axis=0) > 0).any():
         raise UserError("dataset inference: no score varies across the suspect texts")
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
     fit = smaller // 2 if n_train is None else n_train
     if not 1 <= fit <= smaller - MIN_PER_SIDE // 2:
         raise UserError(f"dataset inference: {fit} texts per side to fit leaves fewer than {MIN_PER_SIDE // 2} "
                         f"to test on the smaller side ({smaller} texts)")
-    p_values, weights = [], []
+    p_values, weights, kept = [], [], np.zeros(x.shape[1], dtype=bool)
     with blas().limit(limits=1):
         for _ in range(n_splits):
-            p, _, w = held_out_test(z, y, split_mask(y, fit, rng), equal_var)
+            p, _, w, used = one_split(x, y, split_mask(y, fit, rng), clip_fraction, preprocessing, equal_var)
             p_values.append(p)
             weights.append(w)
+            kept |= used
     return twice_median(p_values), p_values, np.array(weights), kept, fit
 
 
 def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[str], *, alpha: float = 0.05,
                       n_splits: int = 10, n_train: int | None = None, seed: int = 0,
                       curve_sizes: Sequence[int] | None = CURVE_SIZES, clip_fraction: float = CLIP_FRACTION,
-                      equal_var: bool = False, nonfinite: Literal["drop", "raise"] = "drop") -> DatasetInferenceResult:
+                      equal_var: bool = False, preprocessing: Preprocessing = "train",
+                      nonfinite: Literal["drop", "raise"] = "drop") -> DatasetInferenceResult:
     """Maini et al.'s dataset inference with cross-fitting: `n_splits` seeded splits of the texts (each
     side shuffled, `n_train` per side fit the linear model, default half the smaller side; the rest are
     tested as in `split_p_value`), combined by `twice_median`. H0: the suspect and validation texts are
@@ -243,8 +292,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     x, y, dropped = check_input(features, labels, names, nonfinite)
     streams = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(streams[0])
-    p, p_values, weights, kept, fit = combined(x, y, names, n_splits, n_train, rng, clip_fraction, equal_var)
-    median_weight = dict(zip(np.asarray(names)[kept].tolist(), np.median(weights, axis=0).tolist()))
+    p, p_values, weights, kept, fit = combined(x, y, n_splits, n_train, rng, clip_fraction, preprocessing, equal_var)
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
     curve = []
     if curve_sizes is not None:
@@ -252,14 +300,15 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
         for n in sorted({n for n in curve_sizes if MIN_PER_SIDE <= n < smaller}):
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
             try:
-                curve.append((n, combined(x[rows], y[rows], names, n_splits, None, sub_rng, clip_fraction,
+                curve.append((n, combined(x[rows], y[rows], n_splits, None, sub_rng, clip_fraction, preprocessing,
                                           equal_var)[0]))
             except UserError:  # no score varies across this subsample's suspect texts: nothing to test
                 curve.append((n, 1.0))
         curve.append((smaller, p))
     return DatasetInferenceResult(
         p_value=p, alpha=alpha, rejected=p <= alpha, n_suspect=int(y.sum()), n_validation=int(len(y) - y.sum()),
-        n_train_per_side=fit, weights=dict.fromkeys(names, 0.0) | median_weight, split_p_values=tuple(p_values),
+        n_train_per_side=fit, weights=dict(zip(names, np.median(weights, axis=0).tolist())),
+        split_p_values=tuple(p_values),
         curve=tuple(curve), dropped_rows=dropped,
         dropped_features=tuple(n for n, k in zip(names, kept) if not k), seed=seed)
 
