@@ -10,9 +10,8 @@ model, the one-sided t-test; `preprocessing="linear_di", equal_var=True` gives i
 fits the clipping on the training half only (`preprocess_on_train`: linear_di.py's clipping of each side on
 all its texts leaks the labels of the held-out half) and uses Welch's t-test; `dataset_inference` repeats
 it over seeded splits and combines their p-values by twice the median, valid under any dependence
-between the splits. The test
-assumes the two sets are i.i.d. from one distribution under the null; `iid_guard` checks that on
-model-free scores.
+between the splits. The test assumes the two sets are i.i.d. from one distribution under the null;
+`iid_guard` checks that on model-free scores.
 """
 
 from __future__ import annotations
@@ -57,8 +56,10 @@ class DatasetInferenceResult:
     p_value: the combined p-value (twice the median of `split_p_values`, at most 1); rejected: p_value <= alpha
     (the suspect set looks trained on); n_suspect / n_validation: texts used per side (after dropping
     non-finite rows); weights: per feature, the median over splits of its weight in the log-odds that a
-    text is a suspect one (standardised features; positive = higher on suspect texts), 0.0 for a dropped
-    feature; curve: (texts per side, combined p-value on a seeded subsample of that many texts per side)."""
+    text is a suspect one (standardised features; positive = higher on suspect texts; 0.0 in a split that
+    dropped the feature as constant); curve: (texts per side, combined p-value on a seeded subsample of that
+    many texts per side); dropped_rows: rows with a non-finite score; dropped_features: constant in every
+    split."""
 
     p_value: float
     alpha: float
@@ -287,8 +288,9 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     exchangeable under the model's scores (not trained on, same distribution); H1: suspect texts score
     as more "seen". `features`: texts x attacks (columns named by `names`), `labels`: 1 suspect, 0
     validation. Rows with a NaN or infinite score are dropped (counted) or, with `nonfinite="raise"`,
-    refused. The curve runs the same test on a seeded subsample of n texts per side for each n of
-    `curve_sizes` below the smaller side, and on all of it (None: no curve)."""
+    refused. `preprocessing`, `equal_var`: as in `split_p_value`. The curve runs the same test on a seeded
+    subsample of n texts per side for each n of `curve_sizes` below the smaller side, then ends with the
+    smaller side's size and `p_value` (all texts; None: no curve)."""
     x, y, dropped = check_input(features, labels, names, nonfinite)
     streams = np.random.SeedSequence(seed).spawn(2)
     rng = np.random.default_rng(streams[0])
@@ -315,10 +317,13 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
 
 def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[str], *, alpha: float = 0.05,
               n_splits: int = 10, seed: int = 0) -> IIDGuardResult:
-    """`dataset_inference` (no curve) on model-free scores of the same texts (text length, zlib size, a
-    blind baseline's out-of-fold scores: Das, Zhang & Tramer 2024). They see no model, so a rejection
+    """`dataset_inference` (no curve) on model-free scores of the same texts (text length, compressed size,
+    year, n-gram counts: Das, Zhang & Tramer 2024's blind features). They see no model, so a rejection
     means the suspect and validation texts differ in distribution, which breaks dataset inference's null
-    (Maini et al. sec. 3; Duan et al. 2024): then the test on the model's scores proves nothing."""
+    (Maini et al. sec. 3; Duan et al. 2024): then the test on the model's scores proves nothing. The scores
+    must be computed without the labels: a blind baseline's out-of-fold scores (`harness.metrics.blind`)
+    were fitted on the labels of the guard's held-out texts, and on a random split they can sit away from
+    chance (blind_bow's AUC on the reference split: 0.43), which the guard then reports as a shift."""
     detail = dataset_inference(blind_features, labels, names, alpha=alpha, n_splits=n_splits, seed=seed,
                                curve_sizes=None)
     return IIDGuardResult(p_value=detail.p_value, alpha=alpha, shifted=detail.rejected, detail=detail)
