@@ -25,7 +25,7 @@ from pydantic import Field, PositiveInt
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.progress import sublabelled
 from harness.core.results import Headline, Metric
-from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
 from harness.metrics import blind as b
 from harness.metrics import memorization as m
 from harness.metrics.detection import detection_metrics, finite_only
@@ -42,12 +42,12 @@ from harness.scoring.membership import (
 )
 from harness.training.finetune import (
     FinetuneSettings,
-    LoraSettings,
     finetune,
     shared_weights_copy,
     training_rows,
 )
 from harness.training.memory import check_fits, estimate, model_device, model_shape
+from harness.training.method import FinetuneMethodConfig
 from tasks.finetune_memorization.data import KnownData, KnownText, load_known_data
 
 # The attacks that need no second model, in mink_membership's order; gradnorm (one backward pass per
@@ -61,7 +61,9 @@ GROUPS = {1: "members", 0: "non_members"}
 BLIND_FOLDS, BLIND_FEATURES = 5, 34
 
 
-class FinetuneMemorizationConfig(TaskConfig):
+class FinetuneMemorizationConfig(FinetuneMethodConfig):
+    """The fine-tuning method, its learning rate and LoRA's settings: `FinetuneMethodConfig`."""
+
     data: str = Field("reference", description="the membership corpus: 'reference' (English XSum, the split the "
                       "reference GPT-2s learn), 'reference:ja', or a JSONL file of {text, label} rows (1 = member)")
     reference_seed: int = Field(0, ge=0, le=MAX_SEED,
@@ -74,13 +76,8 @@ class FinetuneMemorizationConfig(TaskConfig):
                                       "rest of its cut text (24 words at the defaults) the reference")
     epochs: tuple[PositiveInt, ...] = Field((1, 2, 4), min_length=1, description="epochs after which the trained "
                                             "copy is measured (it trains for the largest); epoch 0 is the checkpoint")
-    learning_rate: float = Field(1e-4, gt=0, description="constant learning rate, AdamW without weight decay")
     finetune_batch_size: PositiveInt = Field(8, description="training batch size")
     finetune_seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the training order (and of a LoRA adapter)")
-    finetune_method: Literal["full", "lora"] = Field("full", description="full: every weight of a fresh copy "
-                                                     "trains; lora: a LoRA adapter (peft) on the frozen weights")
-    lora_rank: PositiveInt = Field(8, description="LoRA rank r (with --finetune-method lora)")
-    lora_alpha: PositiveInt = Field(8, description="LoRA alpha (with --finetune-method lora)")
     control_epochs: int = Field(1, ge=0, description="the reversed control: a fresh copy trained this many epochs "
                                 "on the non-members instead (0: none)")
     attacks: tuple[Literal[ATTACKS], ...] = Field(DEFAULT_ATTACKS, min_length=1, description="attacks to run "
@@ -233,7 +230,7 @@ def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> d
     def estimate_for(method: str):
         shape = model_shape(model.model, False, 1, tokens)
         return estimate(shape, method, config.finetune_batch_size, model_device(model.model).type == "cuda",
-                        config.lora_rank)
+                        config.lora_rank, config.lora_target_modules)
 
     return check_fits(FinetuneMemorization.NAME, model.name, model.dtype, config.finetune_method, config.lora_rank,
                       estimate_for, model_device(model.model))
@@ -270,10 +267,8 @@ class FinetuneMemorization(Task):
 
     def settings(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> FinetuneSettings:
         """The training recipe: every text one row ([BOS] + text, at most the context)."""
-        lora = (LoraSettings(config.lora_rank, config.lora_alpha, 0.0, ("all-linear",))
-                if config.finetune_method == "lora" else None)
         return FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
-                                config.finetune_seed, 1, model_context(model.model) - 1, lora)
+                                config.finetune_seed, 1, model_context(model.model) - 1, config.lora_settings())
 
     def check_model(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> None:
         training_memory(model, config)

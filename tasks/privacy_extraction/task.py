@@ -13,16 +13,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_serializer
+from pydantic import Field, PositiveInt
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.progress import sublabelled
 from harness.core.results import Headline, Metric
-from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
 from harness.metrics import memorization as m
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
 from harness.scoring.generation import greedy_continuations
@@ -37,26 +37,23 @@ from tasks.privacy_extraction.data import (
 )
 from harness.training.finetune import (
     FinetuneSettings,
-    LoraSettings,
     finetune,
     shared_weights_copy,
     training_rows,
 )
 from harness.training.memory import Estimate, check_fits, estimate, model_device, model_shape
-
-# The settings of the fine-tuning method, added after results files were committed: in the config's
-# dump (the results file's `config`, and so its `config_hash`) only with `--finetune-method lora`, so
-# a full fine-tuning's dump and hash are what they were before these settings existed.
-METHOD_FIELDS = ("finetune_method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
+from harness.training.method import FinetuneMethodConfig
 
 
-class PrivacyConfig(TaskConfig):
+class PrivacyConfig(FinetuneMethodConfig):
+    """The fine-tuning method and its learning rate: `FinetuneMethodConfig` (the seed's 1e-4 for full
+    fine-tuning)."""
+
     n_unique: PositiveInt = Field(200, description="unique-N: strings seen once (the seed used 10,000)")
     n_persons: PositiveInt = Field(100, description="synthetic persons with PII")
     data_seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the synthetic secrets")
     epochs: tuple[PositiveInt, ...] = Field((4, 8), min_length=1, description="epochs after which the fine-tuned "
                                             "model is evaluated (it trains for the largest)")
-    learning_rate: float = Field(1e-4, gt=0, description="constant fine-tuning learning rate (the seed's 1e-4)")
     finetune_batch_size: PositiveInt = Field(8, description="fine-tuning batch size")
     finetune_seed: int = Field(42, ge=0, le=MAX_SEED, description="first fine-tuning seed (the seed's 42)")
     finetune_seeds: PositiveInt = Field(3, description="fine-tuning runs, each on a fresh copy, with seeds "
@@ -64,30 +61,6 @@ class PrivacyConfig(TaskConfig):
                                         "runs, their sample std (ddof=1) and each run's value")
     max_source_tokens: PositiveInt = Field(30, description="input tokens kept (the seed's 30)")
     max_target_tokens: PositiveInt = Field(70, description="target tokens kept and generated (the seed's 70)")
-    finetune_method: Literal["full", "lora"] = Field(
-        "full", description="full: every weight of a fresh copy trains; lora: only a LoRA adapter (peft) on the "
-        "frozen weights, which are shared, not copied (for a model whose full fine-tuning does not fit)")
-    lora_rank: PositiveInt = Field(8, description="LoRA rank r (with --finetune-method lora)")
-    lora_alpha: PositiveInt = Field(8, description="LoRA alpha: the update is (alpha / r) B A (with "
-                                    "--finetune-method lora)")
-    lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA adapter's input (with "
-                                "--finetune-method lora)")
-    lora_target_modules: tuple[str, ...] = Field(("all-linear",), min_length=1, description="the linear layers "
-                                                 "LoRA adapts: all-linear (all but the output head) or module "
-                                                 "names (with --finetune-method lora)")
-
-    @field_validator("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
-    @classmethod
-    def _only_with_lora(cls, value, info: ValidationInfo):
-        if info.data.get("finetune_method") != "lora":
-            raise ValueError("a LoRA setting needs --finetune-method lora")
-        return value
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler):
-        """Every field; the fine-tuning method's (`METHOD_FIELDS`) only with LoRA."""
-        data = handler(self)
-        return data if self.finetune_method == "lora" else {k: v for k, v in data.items() if k not in METHOD_FIELDS}
 
 
 def predictions(model, tokenizer, pairs: list[tuple[str, str]], seq2seq: bool, keep_sentinels: list[bool],
@@ -243,10 +216,9 @@ class PrivacyExtraction(Task):
         keep_sentinels = [fmt == "sentinel" and s.group == "privacy" for s in data]
         unique = [i for i, s in enumerate(data) if s.group == "unique"]
         unique_pairs = [pairs[i] for i in unique]
-        lora = (LoraSettings(config.lora_rank, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
-                if config.finetune_method == "lora" else None)
         settings = FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
-                                    config.finetune_seed, config.max_source_tokens, config.max_target_tokens, lora)
+                                    config.finetune_seed, config.max_source_tokens, config.max_target_tokens,
+                                    config.lora_settings())
 
         def logprobs(net) -> list[np.ndarray]:
             return target_logprobs(net, tokenizer, [s for s, _ in unique_pairs], [t for _, t in unique_pairs], seq2seq,
@@ -291,7 +263,7 @@ class PrivacyExtraction(Task):
                 found.extend(evaluate(epoch, net, seed))
 
             # every seed fine-tunes a fresh copy; with LoRA a fresh adapter, on the loaded model's weights
-            tuned_model = copy.deepcopy(model.model) if lora is None else shared_weights_copy(model.model)
+            tuned_model = copy.deepcopy(model.model) if settings.lora is None else shared_weights_copy(model.model)
             with sublabelled(f"seed {seed} ({number}/{len(seeds)})"):  # each seed's bars say which run they are
                 facts.append(finetune(tuned_model, tokenizer, rows, dataclasses.replace(settings, seed=seed),
                                       set(config.epochs), on_checkpoint, context.progress))

@@ -15,6 +15,7 @@ from harness.model.loading import ModelSpec, load
 from harness.training import memory
 from tasks.privacy_extraction import task as privacy
 from harness.training.memory import DeviceMemory, ModelShape, adapter_parameters, estimate
+from harness.training.method import METHOD_FIELDS
 from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 from tests.conftest import assert_user_error
 
@@ -196,7 +197,7 @@ def test_full_fine_tuning_keeps_its_config_and_hash():
     assert config_hash(config, EvaluateOptions(), "float32") == "2bdeeab0373d7c07"
     assert config_hash(config, EvaluateOptions(limit=3), "float32", None, 2) == "ba73a1da5ae8c428"
     lora = PrivacyConfig(finetune_method="lora")
-    assert set(lora.model_dump(mode="json")) - set(config.model_dump(mode="json")) == set(privacy.METHOD_FIELDS)
+    assert set(lora.model_dump(mode="json")) - set(config.model_dump(mode="json")) == set(METHOD_FIELDS)
     assert config_hash(lora, EvaluateOptions(), "float32") != "2bdeeab0373d7c07"
     committed = 0
     for path in sorted(SUBMISSIONS.glob("*.json")):
