@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,7 +174,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int | str = JO
 def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,
                       device: str) -> list[tuple[Path, ResultsFile]]:
     """Evaluate on each checkpoint of each build (`reference_checkpoints`) the tasks the build is a
-    control for, with its task settings; (results file, contents) per checkpoint."""
+    control for, with its task settings, once per variant of the build (`Recipe.variants`: the
+    outside build also with LoRA); (results file, contents) per checkpoint and variant."""
     evaluated = []
     for config, checkpoints in found:
         tasks = [registry[name] for name in config.TASKS if name in registry]
@@ -181,10 +183,10 @@ def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, op
             continue
         fields = {name for task in tasks for name in task.Config.model_fields}
         recipe = None if isinstance(config, PretrainedEncoder) else (config.name, config.digest())
-        for checkpoint in checkpoints:
-            raw = checkpoint_task_settings(config, checkpoint)
+        for checkpoint, (suffix, extra) in itertools.product(checkpoints, config.variants()):
+            raw = checkpoint_task_settings(config, checkpoint) | extra
             settings = parse_settings(tasks, {k: v for k, v in raw.items() if k in fields})
-            name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}"
+            name = config.name if recipe is None else f"{REFERENCE_PREFIX}{checkpoint.name}{suffix}"
             spec = ModelSpec(model=str(checkpoint), device=device, name=name, reference_recipe=recipe)
             evaluated.append(evaluate_reported(spec, tasks, settings, options))
     return evaluated

@@ -44,6 +44,8 @@ MLM_CHECKPOINT = "mlm-bert-e05"
 # mink_membership's scores from the target's own token log-probs: the attacks of the checkpoints no
 # control reads the other attacks of (`BuildConfig.task_settings`)
 TOKEN_SCORES = "loss,zlib,min_k,min_k_pp"
+# The name suffix of a checkpoint's run with LoRA fine-tuning (`BuildConfig.variants`)
+LORA_SUFFIX = "-lora"
 
 
 class Recipe:
@@ -55,6 +57,11 @@ class Recipe:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def variants(self) -> tuple[tuple[str, dict[str, str]], ...]:
+        """The runs `membench run` makes of each checkpoint, as (the suffix of the run's model name,
+        settings added to the checkpoint's task settings): one, at the settings of `task_settings`."""
+        return (("", {}),)
 
     def digest(self) -> str:
         return sha256_text(canonical_json({**self.as_dict(), "numerics": NUMERICS}))[:10]
@@ -92,6 +99,14 @@ class BuildConfig(Recipe):
             return ("finetune_memorization",)
         bias = ("weat", "stereoset") if CORPORA[self.corpus].language == "en" else ()
         return ("mink_membership", "paywall_memorization") + bias
+
+    def variants(self) -> tuple[tuple[str, dict[str, str]], ...]:
+        """Besides the run at the tasks' defaults, the `outside` build (finetune_memorization's reference
+        checkpoint) is run again with `--finetune-method lora` (its default recipe, name suffix `-lora`):
+        the control that LoRA's recipe still measures memorization (issue 50, `controls.LORA_CONTROL`)."""
+        if self.train_on == "outside":
+            return (("", {}), (LORA_SUFFIX, {"finetune_method": "lora"}))
+        return super().variants()
 
     def task_settings(self, epoch: int | None = None) -> dict[str, str]:
         """Task settings that evaluate this build's checkpoints on its own corpus; with `epoch`, those

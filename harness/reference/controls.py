@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from harness.core.results import ResultsFile, TaskEntry
+from harness.reference.build import LORA_SUFFIX
 
 REFERENCE_PREFIX = "membench-ref/"
 
@@ -143,6 +144,29 @@ def known_truth_expectations(model: str) -> tuple[Expectation, ...]:
     )
 
 
+# The LoRA recipe's control (issue 50): finetune_memorization on the reference checkpoint with
+# `--finetune-method lora` at its default recipe (`harness.training.method.LORA_RECIPE`), a run of its
+# own (`BuildConfig.variants`). A recipe that stops learning (the former one moved the AUC by 0.002
+# in 4 epochs) must fail: after 4 epochs the Min-K% AUC rises above epoch 0 by at least
+# LORA_GAIN_MARGIN, twice the task's tolerance between machines (each of the two readings may move
+# by up to that tolerance, so a recipe that learns nothing cannot pass by drift), and the copy trained
+# on the non-members reads below 0.5.
+LORA_GAIN_MARGIN = 2 * TOLERANCES["finetune_memorization"][0]
+
+
+def lora_expectations(model: str) -> tuple[Expectation, ...]:
+    """The LoRA recipe's controls on `model` (a control name: the reference checkpoint's LoRA run)."""
+    task, members = "finetune_memorization", dict(trained_on="members", score="min_k_20")
+    return (
+        Expectation(task, model, ">=", model, LORA_GAIN_MARGIN, metric="auc", tags=tags_of(epoch="4", **members),
+                    other_tags=tags_of(epoch="0", **members),
+                    why="LoRA's recipe learns the members: 4 epochs well above the checkpoint itself"),
+        Expectation(task, model, "<", 0.5, metric="auc",
+                    tags=tags_of(epoch="1", trained_on="non_members", score="min_k_20"),
+                    why="LoRA on the non-members instead: the AUC reverses"),
+    )
+
+
 # Controls only a model that has learned language can give (issue 30), read from the real models'
 # committed submissions (`membench evaluate --model pretrained:...`, and `--random-weights 0` for the
 # untrained twin: the same architecture, tokenizer and config with freshly drawn weights), not from
@@ -223,6 +247,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("probe_memorization", "sentence-transformers/all-MiniLM-L6-v2", ">", 0.0,
                 why="a probe scores seen words above unseen ones"),
     *known_truth_expectations("xsum-gpt2-outside-e05"),
+    *lora_expectations(f"xsum-gpt2-outside-e05{LORA_SUFFIX}"),
 )
 
 

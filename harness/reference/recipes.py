@@ -29,6 +29,9 @@ class PretrainedEncoder:
     def task_settings(self) -> dict[str, str]:
         return {}
 
+    def variants(self) -> tuple[tuple[str, dict[str, str]], ...]:
+        return (("", {}),)
+
 
 def reference_recipes(quick: bool = False, seed: int = 0) -> list[tuple[object, Callable[..., Path]]]:
     """Every reference build as (its recipe, the function that builds it: `fn(recipe, folder=None,

@@ -221,3 +221,59 @@ def test_the_committed_real_models_pass_their_controls_and_strict_validation(cap
     table, failed = real_model_report([results for _, results in files])
     outcomes = [line.split()[-1] for line in table.splitlines()[2:]]
     assert failed == [] and outcomes == ["ok"] * len(REAL_MODEL_EXPECTATIONS), table
+
+
+def test_the_reference_checkpoint_of_finetune_memorization_is_also_run_with_lora(monkeypatch, tmp_path):
+    """`membench run` evaluates the outside build twice: at the defaults and with LoRA's default recipe,
+    a run of its own name (`-lora`) whose controls are the LoRA recipe's (`lora_expectations`)."""
+    from harness.app import job
+    from harness.reference.build import LORA_SUFFIX, reference_builds
+    from harness.reference.controls import LORA_GAIN_MARGIN
+
+    [outside] = [config for config in reference_builds() if config.train_on == "outside"]
+    assert [suffix for suffix, _ in outside.variants()] == ["", LORA_SUFFIX]
+    assert all(config.variants() == (("", {}),) for config in reference_builds() if config.train_on != "outside")
+    runs = []
+    monkeypatch.setattr(job, "checkpoint_task_settings", lambda config, checkpoint: config.task_settings(5))
+    monkeypatch.setattr(job, "evaluate_reported", lambda spec, tasks, settings, options: runs.append((spec, settings)))
+    job.evaluate_controls([(outside, [tmp_path / "xsum-gpt2-outside-e05"])], discover(), EvaluateOptions(), "cpu")
+    assert [spec.name for spec, _ in runs] == ["membench-ref/xsum-gpt2-outside-e05",
+                                               "membench-ref/xsum-gpt2-outside-e05-lora"]
+    assert "finetune_method" not in runs[0][1] and runs[1][1]["finetune_method"] == "lora"
+    assert runs[0][0].reference_recipe == runs[1][0].reference_recipe
+    lora = [e for e in EXPECTATIONS if e.model == f"xsum-gpt2-outside-e05{LORA_SUFFIX}"]
+    assert [e.describe() for e in lora] == [
+        f"auc{{epoch=4, score=min_k_20, trained_on=members}} of xsum-gpt2-outside-e05-lora >= its epoch=0 + "
+        f"{LORA_GAIN_MARGIN:g}",
+        "auc{epoch=1, score=min_k_20, trained_on=non_members} of xsum-gpt2-outside-e05-lora < 0.5"]
+
+
+def test_the_committed_reference_files_pass_every_expected_direction():
+    """The expectations of `membench run` hold on the committed files (the reference checkpoints', the
+    LoRA recipe's among them, and all-MiniLM-L6-v2's): a failing committed control fails here, not
+    only in the 15-minute job."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "submissions"
+    values = readings([results for _, results in read_submissions(folder)])
+    outcomes = {e.describe(): e.holds(values) for e in EXPECTATIONS}
+    assert all(outcomes.values()), [name for name, ok in outcomes.items() if not ok]
+
+
+def test_the_committed_lora_control_ran_today_s_default_recipe():
+    """The committed LoRA control is a run of the default recipe (`LORA_RECIPE`): a changed recipe fails
+    here until `membench run` has run it, and that run fails its controls (and the test above) if the
+    recipe no longer learns."""
+    from pathlib import Path
+
+    from harness.reference.build import LORA_SUFFIX
+    from harness.training.method import LORA_RECIPE
+
+    folder = Path(__file__).resolve().parents[2] / "submissions"
+    [entry] = [results.task("finetune_memorization") for _, results in read_submissions(folder)
+               if results.model.name == f"membench-ref/xsum-gpt2-outside-e05{LORA_SUFFIX}"]
+    recipe = {key: entry.config[key] for key in
+              ("learning_rate", "lora_rank", "lora_alpha", "lora_target_modules", "lora_dropout")}
+    assert recipe == {"learning_rate": LORA_RECIPE.learning_rate, "lora_rank": LORA_RECIPE.rank,
+                      "lora_alpha": LORA_RECIPE.alpha, "lora_target_modules": list(LORA_RECIPE.target_modules),
+                      "lora_dropout": LORA_RECIPE.dropout}
