@@ -109,3 +109,75 @@ def test_the_stated_sizes_and_characters_are_the_recorded_ones():
     (eidetic,) = [m.value for m in entries["gemma-3-270m-q4_k_m"].metrics if m.name == "eidetic_mean"
                   and m.tags == {"group": "members", "epoch": "4", "trained_on": "members"}]
     assert same(characters, eidetic), (characters, eidetic)
+
+
+def lora_recipe_runs(record: str) -> dict[tuple, dict]:
+    """(method, rank, alpha, learning rate) -> the run of that recipe (every linear layer, for LoRA) in a
+    committed bench_lora_recipe record."""
+    import json
+
+    runs = {}
+    for run in json.loads((ROOT / "bench" / "results" / f"bench_lora_recipe--{record}.json").read_text())["report"]["runs"]:
+        recipe = run["recipe"]
+        if recipe["finetune_method"] == "full":
+            runs["full", None, None, recipe["learning_rate"]] = run
+        elif recipe["lora_target_modules"] == "all-linear":
+            runs["LoRA", recipe["lora_rank"], recipe["lora_alpha"], recipe["learning_rate"]] = run
+    return runs
+
+
+def recipe_key(cell: str) -> tuple:
+    """`full, 1e-4` / `LoRA 16/32, 4e-3` (rank/alpha, learning rate), bold or not -> `lora_recipe_runs`' key."""
+    method, rate = cell.strip("*").split(", ")
+    if method == "full":
+        return "full", None, None, float(rate)
+    rank, alpha = method.removeprefix("LoRA ").split("/")
+    return "LoRA", int(rank), int(alpha), float(rate)
+
+
+def test_the_lora_sweep_table_is_its_records():
+    """Every cell of the LoRA table is its bench record's: the Min-K% 20% AUC at each epoch and the gap to
+    full fine-tuning after 4 epochs (full minus LoRA); the chosen (bold) recipe is today's default."""
+    from harness.training.method import FULL_LEARNING_RATE, LORA_RECIPE
+
+    header, rows = card_table(CARD, "sweep model")
+    assert header == ["sweep model", "recipe", "epoch 0", "1", "2", "4", "full − LoRA, epoch 4"]
+    records = {"reference GPT-2": lora_recipe_runs("reference"), "SmolLM2-135M-Instruct": lora_recipe_runs("smollm2")}
+    assert {row[0] for row in rows} == set(records)
+    for model, recipe, *cells in rows:
+        run = records[model][recipe_key(recipe)]
+        aucs = [run["min_k_20_auc"][epoch] for epoch in ("0", "1", "2", "4")]
+        full = records[model]["full", None, None, FULL_LEARNING_RATE]["min_k_20_auc"]["4"]
+        expected = aucs + ([] if recipe.startswith("full") else [full - aucs[-1]])
+        assert len(cells) == 5 and all(same(cell, value) for cell, value in zip(cells, expected)), (model, recipe)
+    chosen = {recipe_key(row[1]) for row in rows if row[1].startswith("**")}
+    assert chosen == {("LoRA", LORA_RECIPE.rank, LORA_RECIPE.alpha, LORA_RECIPE.learning_rate)}
+
+
+def test_the_lora_over_full_rise_ratios_are_the_records():
+    """The rise of the Min-K% 20% AUC above epoch 0 after 1, 2 and 4 epochs, LoRA's (the default recipe)
+    over full fine-tuning's, on each sweep model, as the card states them."""
+    from harness.training.method import FULL_LEARNING_RATE, LORA_RECIPE
+
+    found = sentence(flat(CARD), r"is ([\d.]+), ([\d.]+) and ([\d.]+) after 1, 2 and 4 epochs on the reference GPT-2, "
+                                 r"and ([\d.]+), ([\d.]+) and ([\d.]+) on SmolLM2")
+    expected = []
+    for record in ("reference", "smollm2"):
+        runs = lora_recipe_runs(record)
+        full = runs["full", None, None, FULL_LEARNING_RATE]["min_k_20_auc"]
+        lora = runs["LoRA", LORA_RECIPE.rank, LORA_RECIPE.alpha, LORA_RECIPE.learning_rate]["min_k_20_auc"]
+        expected += [(lora[e] - lora["0"]) / (full[e] - full["0"]) for e in ("1", "2", "4")]
+    assert all(same(text, value) for text, value in zip(found, expected)), (found, expected)
+
+
+def test_the_stated_exact_gaps_of_lora_and_full_are_the_records():
+    from harness.training.method import FULL_LEARNING_RATE, LORA_RECIPE
+
+    found = sentence(flat(CARD), r"the exact-memorization gap is ([\d.]+) with LoRA against ([\d.]+) with full fine-tuning "
+                                 r"on the reference GPT-2, and ([\d.]+) against ([\d.]+) on SmolLM2")
+    expected = []
+    for record in ("reference", "smollm2"):
+        runs = lora_recipe_runs(record)
+        expected += [runs["LoRA", LORA_RECIPE.rank, LORA_RECIPE.alpha, LORA_RECIPE.learning_rate]["exact_gap"]["4"],
+                     runs["full", None, None, FULL_LEARNING_RATE]["exact_gap"]["4"]]
+    assert all(same(text, value) for text, value in zip(found, expected)), (found, expected)

@@ -185,6 +185,19 @@ CITATIONS = [
              lambda r: [r["task"]["full"]["headline_by_epoch"]["1"], r["task"]["lora"]["headline_by_epoch"]["1"],
                         r["task"]["full"]["headline_by_epoch"]["0"], r["limit"]]
              if r["task"]["full"]["headline_by_epoch"]["0"] == r["task"]["lora"]["headline_by_epoch"]["0"] else []),
+    # tasks/finetune_memorization/README.md: the LoRA recipe's sweep (its table: test_finetune_card.py)
+    Citation("tasks/finetune_memorization/README.md", "bench_lora_recipe--reference",
+             "on the reference GPT-2 the Min-K% 20% AUC moved {} → {} in 4 epochs where full fine-tuning reached {}",
+             lambda r: [*(run["min_k_20_auc"][e] for run in r["runs"] if run["recipe"] == {
+                 "finetune_method": "lora", "learning_rate": 1e-4, "lora_rank": 8, "lora_alpha": 8,
+                 "lora_target_modules": "all-linear"} for e in ("0", "4")),
+                        *(run["min_k_20_auc"]["4"] for run in r["runs"] if run["recipe"]["finetune_method"] == "full")]),
+    Citation("tasks/finetune_memorization/README.md", "bench_lora_recipe--smollm2",
+             "the memorization-45 subset score of SmolLM2 went from {} to {} with full fine-tuning and to {} with LoRA",
+             lambda r: [r["privacy"][0]["memorization_45_subset_score"]["0"],
+                        r["privacy"][0]["memorization_45_subset_score"]["1"],
+                        r["privacy"][1]["memorization_45_subset_score"]["1"]]
+             if r["privacy"][1]["recipe"]["finetune_method"] == "lora" else []),
     # tasks/stereoset/README.md: agreement with the official code, a row per record
     stereoset_row("xsum-gpt2-e30", "reference GPT-2 (`xsum-gpt2-e30`), `--causal-context official`", same_to=True),
     stereoset_row("xsum-gpt2-e30-bos", "the same, `--causal-context bos` (v1)", same_to=False),
