@@ -103,7 +103,7 @@ class BuildConfig(Recipe):
     def variants(self) -> tuple[tuple[str, dict[str, str]], ...]:
         """Besides the run at the tasks' defaults, the `outside` build (finetune_memorization's reference
         checkpoint) is run again with `--finetune-method lora` (its default recipe, name suffix `-lora`):
-        the control that LoRA's recipe still measures memorization (issue 50, `controls.LORA_CONTROL`)."""
+        the control that LoRA's recipe still measures memorization (issue 50, `controls.lora_expectations`)."""
         if self.train_on == "outside":
             return (("", {}), (LORA_SUFFIX, {"finetune_method": "lora"}))
         return super().variants()

@@ -2,7 +2,7 @@
 (finetune_memorization, privacy_extraction): full fine-tuning at `FULL_LEARNING_RATE`, or a LoRA
 adapter (peft) with the recipe `LORA_RECIPE`, chosen on known truth (issue 50; the recipe, how it
 was chosen and its gap to full fine-tuning: tasks/finetune_memorization/README.md, "LoRA", and the
-sweep's record bench/results/bench_lora_recipe.json).
+sweep's records bench/results/bench_lora_recipe--reference.json and --smollm2.json).
 
 The method's fields (`METHOD_FIELDS`) are in a config's dump (the results file's `config`, and so its
 `config_hash`) only with `--finetune-method lora`: a full fine-tuning's dump holds its learning rate
