@@ -154,7 +154,8 @@ def skip_reasons(tasks: list[Task], configs: list[TaskConfig], data: list[Any], 
     which guards computing the result (a fine-tuning's memory, say), is not asked."""
     reasons = []
     for task, config, loaded, served in zip(tasks, configs, data, cached or [False] * len(tasks)):
-        reason, expected = (str(loaded), False) if isinstance(loaded, LimitTooSmall) else (task.skip_reason(lm), True)
+        # a model kind the task does not score is expected under `--tasks all`; a cut by `--limit` is not
+        reason, expected = unscorable_reason(task, loaded, lm), not isinstance(loaded, LimitTooSmall)
         if reason is None and not served:
             try:
                 task.check_model(lm, config)
