@@ -159,3 +159,42 @@ def date_scores_cv(years: list[int | None], labels: np.ndarray, folds: int = 5,
         if cutoff is not None:
             scores[test] = date_scores([years[i] for i in test], cutoff)
     return scores, cutoffs
+
+
+# The IID guard's label-free features: the TF-IDF of the pool's most frequent words (Das et al.'s 34),
+# summarised by its first principal components.
+GUARD_TERMS, GUARD_COMPONENTS = 34, 5
+
+
+def label_free_features(texts: list[str], max_features: int = GUARD_TERMS,
+                        components: int = GUARD_COMPONENTS) -> tuple[np.ndarray, list[str]]:
+    """Texts x model-free features for dataset inference's IID guard, and their names: `chars` (length),
+    `zlib_bytes` (zlib-compressed UTF-8 size), `has_year` and `year` (`latest_year` within `CUTOFF_YEARS`;
+    the pool's median year where a text has none) and `bow_pc1..` (the first `components` principal
+    components of the TF-IDF of the pool's `max_features` most frequent words, scikit-learn's PCA with a
+    full SVD). Every feature is a function of the text and of the pool as a whole, never of the labels:
+    the guard's test then stays valid under the null (labels exchangeable), which out-of-fold scores of a
+    classifier fitted on the labels (`bag_of_words_scores`) are not (their AUC on a random split of the
+    reference pool: 0.43). Constant features are dropped by the test itself."""
+    import zlib
+
+    from sklearn.decomposition import PCA
+
+    first, last = CUTOFF_YEARS
+    years = [latest_year(text) for text in texts]
+    years = [y if y is not None and first <= y <= last else None for y in years]
+    known = [y for y in years if y is not None]
+    fill = float(np.median(known)) if known else 0.0
+    columns = {"chars": [len(text) for text in texts],
+               "zlib_bytes": [len(zlib.compress(text.encode("utf-8"))) for text in texts],
+               "has_year": [float(y is not None) for y in years],
+               "year": [float(y) if y is not None else fill for y in years]}
+    try:
+        tfidf = TfidfVectorizer(vocabulary=most_frequent_terms(texts, max_features)).fit_transform(texts).toarray()
+    except ValueError:  # no word in any text
+        tfidf = np.zeros((len(texts), 0))
+    kept = min(components, tfidf.shape[1], len(texts) - 1)
+    if kept > 0 and tfidf.var(axis=0).max() > 0:
+        projected = PCA(n_components=kept, svd_solver="full").fit_transform(tfidf)
+        columns |= {f"bow_pc{j + 1}": projected[:, j] for j in range(kept)}
+    return np.column_stack([np.asarray(v, dtype=float) for v in columns.values()]), list(columns)

@@ -28,6 +28,13 @@ from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
 from harness.metrics import blind as b
 from harness.metrics import memorization as m
+from harness.metrics.dataset_report import (
+    DatasetInferenceConfig,
+    check_sides,
+    dataset_inference_report,
+    guard_report,
+    guard_warning,
+)
 from harness.metrics.detection import detection_metrics, finite_only
 from harness.scoring.batching import model_context
 from harness.scoring.causal import causal_token_logprobs
@@ -61,8 +68,9 @@ GROUPS = {1: "members", 0: "non_members"}
 BLIND_FOLDS, BLIND_FEATURES = 5, 34
 
 
-class FinetuneMemorizationConfig(FinetuneMethodConfig):
-    """The fine-tuning method, its learning rate and LoRA's settings: `FinetuneMethodConfig`."""
+class FinetuneMemorizationConfig(FinetuneMethodConfig, DatasetInferenceConfig):
+    """The fine-tuning method, its learning rate and LoRA's settings: `FinetuneMethodConfig`; dataset
+    inference's: `DatasetInferenceConfig`."""
 
     data: str = Field("reference", description="the membership corpus: 'reference' (English XSum, the split the "
                       "reference GPT-2s learn), 'reference:ja', or a JSONL file of {text, label} rows (1 = member)")
@@ -239,13 +247,15 @@ def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> d
 @register
 class FinetuneMemorization(Task):
     NAME = "finetune_memorization"
-    VERSION = 1
+    VERSION = 2
     DESCRIPTION = ("Memorization with known truth: a copy trained on known members, then membership attacks, "
                    "eidetic/approximate and exact memorization against held-out non-members, epoch by epoch")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="auc", tags={"score": HEADLINE_SCORE, "epoch": "1", "trained_on": "members"},
                         label="Min-K% 20% AUC after 1 epoch", better="lower")
     SUMMARY = (HEADLINE,
+               Headline(metric="di_p_value", tags={"epoch": "1", "trained_on": "members"},
+                        label="dataset inference p, 1 epoch", better="higher"),
                Headline(metric="epochs_to_auc", tags={"score": HEADLINE_SCORE, "threshold": "0.9"},
                         label="epochs to Min-K% AUC 0.9", better="higher"),
                Headline(metric="auc", tags={"score": "loss", "epoch": "1", "trained_on": "members"},
@@ -262,8 +272,10 @@ class FinetuneMemorization(Task):
     Config = FinetuneMemorizationConfig
 
     def load_data(self, config: FinetuneMemorizationConfig, context: RunContext) -> KnownData:
-        return load_known_data(config.data, config.reference_seed, config.members, config.words, config.prompt_words,
+        data = load_known_data(config.data, config.reference_seed, config.members, config.words, config.prompt_words,
                                config.language, context.limit)
+        check_sides(config, [t.label for t in data.texts], data.source)
+        return data
 
     def settings(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> FinetuneSettings:
         """The training recipe: every text one row ([BOS] + text, at most the context)."""
@@ -279,6 +291,8 @@ class FinetuneMemorization(Task):
         batch, progress, tokenizer = context.batch_size, context.progress, model.tokenizer
         names = score_names(config.k_percents, config.attacks)
         nonmember_texts = [t.text for t in data.texts if t.label == 0]
+        labels = [t.label for t in data.texts]
+        inference = {}
         frequencies = token_frequencies(tokenizer, nonmember_texts) if "dc_pdd" in config.attacks else None
 
         def measure(net, epoch: int, trained_on: str, with_continuations: bool = True) -> Measured:
@@ -286,6 +300,11 @@ class FinetuneMemorization(Task):
             tags = {"epoch": str(epoch), "trained_on": trained_on}
             values, facts = attack_scores(model, net, data, config, frequencies, batch, progress)
             metrics = detection(data, values, names, tags, config, context.seed)
+            if config.dataset_inference:
+                report = dataset_inference_report(labels, [values.get(i, {}) for i in range(len(labels))], names,
+                                                  tags, config, context.seed)
+                metrics += report.metrics
+                inference[f"{trained_on}@{epoch}"] = report.info
             metrics += exact_memorization(data, facts, tags)
             continuations = [None] * len(data.texts)
             if with_continuations:
@@ -320,6 +339,13 @@ class FinetuneMemorization(Task):
                               tags={"score": HEADLINE_SCORE, "threshold": f"{config.auc_threshold:g}"}))
         blind, blind_facts = blind_metrics(data, config, context.seed)
         metrics += blind
+        warnings = []
+        if config.dataset_inference:  # the guard sees the texts only: one reading for every checkpoint
+            guard = guard_report(labels, [t.text for t in data.texts], {}, config, context.seed)
+            metrics += guard.metrics
+            inference["guard"] = guard.info
+            rejected = {} if guard.guard_rejected is None else {"every checkpoint": guard.guard_rejected}
+            warnings += [w for w in [guard_warning(rejected, config.di_alpha)] if w]
         evaluation = {f"{trained_on}@{epoch}": found.seconds for (epoch, trained_on), found in measured.items()}
         members = sum(t.label == 1 for t in data.texts)
         counts = {"members": members, "non_members": len(data.texts) - members, "too_short": data.too_short,
@@ -329,8 +355,10 @@ class FinetuneMemorization(Task):
                 "epochs_to_auc": (f"epoch {reached}" if reached is not None
                                   else f"not reached within {max(config.epochs)} epochs"),
                 "checkpoint": "epoch 0 is the evaluated checkpoint itself"}
+        if inference:
+            info["dataset_inference"] = inference
         samples = [s for found in measured.values() for s in found.samples]
-        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)
+        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info, warnings=warnings)
 
 
 def _sample(text: KnownText, epoch: int, trained_on: str, scores: dict[str, float] | None, facts: dict | None,

@@ -17,7 +17,13 @@ from pydantic import Field, PositiveInt
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline
-from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
+from harness.metrics.dataset_report import (
+    DatasetInferenceConfig,
+    check_sides,
+    dataset_inference_report,
+    guard_warning,
+)
 from harness.metrics.detection import detection_metrics, finite_only
 from harness.scoring.causal import causal_token_logprobs, token_text
 from harness.scoring.membership import (
@@ -48,7 +54,7 @@ ATTACKS = ATTACK_ORDER
 ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 
-class MinkConfig(TaskConfig):
+class MinkConfig(DatasetInferenceConfig):
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
                       "(text/label columns, WikiMIA's input/label), or a reference corpus: "
                       "'reference' (English XSum), 'reference:ja' (Japanese), 'reference:shifted' (the XSum "
@@ -121,13 +127,15 @@ class MinkConfig(TaskConfig):
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 6
+    VERSION = 7
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="auc", tags={"score": "min_k_20", "length": "128"},
                         label="Min-K% 20% AUC, 128 words", better="lower")
     SUMMARY = (HEADLINE,
+               Headline(metric="di_p_value", tags={"length": "128"}, label="dataset inference p, 128",
+                        better="higher"),
                Headline(metric="auc", tags={"score": "min_k_pp_20", "length": "128"},
                         label="Min-K%++ 20% AUC, 128", better="lower"),
                Headline(metric="auc", tags={"score": "loss", "length": "128"}, label="loss AUC, 128", better="lower"),
@@ -148,8 +156,10 @@ class MinkMembership(Task):
     Config = MinkConfig
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
-        return load_membership_data(config.data, config.split, config.text_column, config.label_column,
+        data = load_membership_data(config.data, config.split, config.text_column, config.label_column,
                                     config.reference_seed, context.limit, config.subset)
+        check_sides(config, [t.label for t in data.texts], data.source)
+        return data
 
     def lm_eval_export(self, data, config, tokenizer, context):
         from tasks.mink_membership.for_lm_eval import export
@@ -194,6 +204,7 @@ class MinkMembership(Task):
         start = token_text(model.tokenizer, scoring.bos_token_id)
         samples, metrics_out, non_finite = [], [], {}
         per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
+        texts_at: dict[int, list[str]] = {length: [] for length in config.lengths}  # per_length's texts
         for i, length in keys:
             if (i, length) not in target:
                 continue
@@ -202,6 +213,7 @@ class MinkMembership(Task):
             values |= {attack: found[i, length] for attack, found in extra.items() if (i, length) in found}
             values |= blind.get((i, length), {})
             per_length[length].append((data.texts[i].label, values))
+            texts_at[length].append(prefixes[i, length])
             samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
                             "start_token": start, "n_tokens": int(len(scores.logprobs)),
                             "scores": {k: v if math.isfinite(v) else None for k, v in values.items()}})
@@ -228,12 +240,27 @@ class MinkMembership(Task):
                                                  config.fpr_levels, config.bootstrap_resamples, context.seed)
         counts["texts"] = len(data.texts)
         metrics_out += best_k_metrics(metrics_out, config.k_percents)
+        inference, rejected = {}, {}
+        if config.dataset_inference:
+            features = [name for name in score_names(config.k_percents, config.attacks) if name not in ROLES]
+            for length in config.lengths:
+                if not per_length[length]:
+                    continue
+                labels, rows = zip(*per_length[length])
+                report = dataset_inference_report(labels, rows, features, {"length": str(length)}, config,
+                                                  context.seed, texts_at[length])
+                metrics_out += report.metrics
+                inference[str(length)] = report.info
+                if report.guard_rejected is not None:
+                    rejected[f"{length} words"] = report.guard_rejected
         info = {"data_source": data.source, "scoring": scoring.as_dict(),
                 "bos": "prepended" if scoring.first_token_scored else "none: first token unscored", **info,
                 "blind": blind_facts,
                 "low_fpr": low_fpr_support({length: counts[f"nonmembers@{length}"] for length in config.lengths},
                                            config.fpr_levels)}
-        warnings = [w for w in [blind_warning(metrics_out)] if w]
+        if inference:
+            info["dataset_inference"] = inference
+        warnings = [w for w in [blind_warning(metrics_out), guard_warning(rejected, config.di_alpha)] if w]
         if non_finite:
             info["non_finite_scores"] = non_finite
             log.warning("%s: %d text prefixes have a non-finite score (NaN or inf; the model's outputs?); each "

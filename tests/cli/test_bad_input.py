@@ -196,6 +196,17 @@ def test_only_one_class(capsys, tiny_lm, tmp_path, out):
     assert_user_error(capsys, evaluate_argv(tiny_lm, data, out), out, str(data), "both classes")
 
 
+def test_dataset_inference_asked_for_with_too_few_texts(capsys, tiny_lm, good_data, out):
+    """3 texts a side cannot both fit and test dataset inference: refused when the user asks for it (a
+    setting named); left at its defaults it is only not run (info), and the other metrics are kept."""
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-alpha", "0.01"), out, str(good_data),
+                      "at least 4 texts on each side")
+
+
+def test_dataset_inference_settings_out_of_range(capsys, tiny_lm, good_data, out):
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-alpha", "1.5"), out, "--di-alpha", "less than 1")
+
+
 def test_malformed_json_line(capsys, tiny_lm, tmp_path, out):
     data = tmp_path / "broken.jsonl"
     lines = [json.dumps(r) for r in good_rows()]

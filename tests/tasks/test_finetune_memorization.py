@@ -102,6 +102,11 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     assert metric(entry, "approximate_mean", group="members", epoch="3", trained_on="members") > \
         metric(entry, "approximate_mean", group="non_members", epoch="3", trained_on="members")
     assert metric(entry, "epochs_to_auc", score="min_k_20", threshold="0.9") in (1, 3)
+    # dataset inference: no evidence at epoch 0, members found after training (12 texts a side), no guard alarm
+    p = {epoch: metric(entry, "di_p_value", epoch=str(epoch), trained_on="members") for epoch in (0, 1, 3)}
+    assert p[3] < p[1] < 0.05 < p[0]
+    assert entry["info"]["dataset_inference"]["members@3"]["n_suspect"] == 12
+    assert metric(entry, "di_guard_p_value") > 0.05 and entry["warnings"] == []
     assert entry["info"]["training"]["members"]["steps"] == 3 * 2  # 12 members, batch 8, 3 epochs
     assert entry["info"]["training"]["non_members"]["steps"] == 2
     # the same texts through mink_membership: the same per-text scores at epoch 0 (one code path)
@@ -122,6 +127,8 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     # the blind baseline agrees with mink_membership's (same texts, folds and seed)
     assert metric(entry, "auc", score="blind_bow") == pytest.approx(
         metric(mink["tasks"][0], "auc", score="blind_bow", length="40"))
+    # and so does dataset inference at epoch 0 (same scores, features and seed)
+    assert metric(mink["tasks"][0], "di_p_value", length="40") == p[0]
 
 
 def test_lora_trains_an_adapter_and_leaves_the_loaded_model_alone(tiny_lm):

@@ -104,9 +104,23 @@ def test_untrained_model_on_the_shifted_split(untrained):
     for score in ("loss", "min_k_20"):
         assert abs(same[score] - 0.5) <= 0.1, (score, same[score])
     assert shifted["zlib"] >= 0.8 and shifted["zlib"] - same["zlib"] >= 0.2
-    [warning] = untrained["reference:shifted"].warnings
-    assert DISTINGUISHABLE in warning and "blind_bow" in warning
+    blind, guard = untrained["reference:shifted"].warnings
+    assert DISTINGUISHABLE in blind and "blind_bow" in blind
+    assert "IID guard rejects" in guard and "at 32 words" in guard
     assert untrained["reference"].warnings == []
+
+
+def test_iid_guard_flags_the_shifted_split_only(untrained):
+    """Dataset inference's IID guard (label-free text features, no model) rejects the shifted split,
+    where the untrained model's scores also "detect" a set it never saw, and passes the reference split."""
+    def found(entry, name: str) -> float:
+        [metric] = [x for x in entry.metrics if x.name == name and x.tags == {"length": "32"}]
+        return metric.value
+
+    shifted, same = untrained["reference:shifted"], untrained["reference"]
+    assert found(shifted, "di_guard_p_value") < 1e-6 and found(shifted, "di_p_value") < 0.05
+    assert shifted.info["dataset_inference"]["32"]["guard"]["shifted"] is True
+    assert found(same, "di_guard_p_value") > 0.05 and found(same, "di_p_value") > 0.05
 
 
 def test_warning_on_stderr_also_from_the_cache(quick_reference, tmp_path, capsys):

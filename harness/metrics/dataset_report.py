@@ -1,0 +1,142 @@
+"""Dataset inference as the membership tasks report it: the settings they share (`DatasetInferenceConfig`),
+the test on one group of texts (`dataset_inference_report`: per prefix length in mink_membership, per
+checkpoint in finetune_memorization) and its IID guard on label-free text features (`guard_report`).
+
+Metrics (tags: the caller's, e.g. {"length": "128"} or {"epoch": "1", "trained_on": "members"}):
+  di_p_value        `dataset_inference`'s combined p-value: suspect (label 1) against validation (label 0)
+                    on the per-text attack scores (`n`: texts used on both sides)
+  di_guard_p_value  the same test on `blind.label_free_features` of the same texts (no model): a small
+                    value means the two sets differ in distribution, and then di_p_value says nothing
+                    about training
+The rest (decision, texts per side, weights, split p-values, the curve of p against texts per side, rows and
+features dropped) goes to the results file's info.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from pydantic import Field, PositiveInt
+
+from harness.core.errors import UserError
+from harness.core.results import Metric
+from harness.core.task import TaskConfig
+from harness.metrics import dataset_inference as di
+from harness.metrics.blind import label_free_features
+
+GUARD_FAILS = ("dataset inference's IID guard rejects ({where}; alpha {alpha:g}): the suspect and validation texts "
+               "differ in distribution without the model, so a small di_p_value there is no evidence of training")
+
+
+class DatasetInferenceConfig(TaskConfig):
+    """Dataset inference's settings, shared by the tasks that report it."""
+
+    dataset_inference: bool = Field(True, description="dataset inference (Maini et al. 2024): one p-value for "
+                                    "the whole suspect set (label 1) against the validation set (label 0), from "
+                                    "the attack scores, with its IID guard; off: not computed")
+    di_alpha: float = Field(0.05, gt=0, lt=1, description="dataset inference: the level at which the p-value "
+                            "(and the IID guard's) rejects")
+    di_splits: PositiveInt = Field(10, description="dataset inference: seeded fit/test splits combined into one "
+                                   "p-value (twice their median)")
+
+
+def check_sides(config: DatasetInferenceConfig, labels: Sequence[int], where: str) -> None:
+    """When the user asked for dataset inference (named one of its settings), a UserError if a side has fewer
+    texts than one split needs (`dataset_inference.MIN_PER_SIDE`). Left at its defaults it runs where the
+    texts allow and says where they do not (info `not_run`), so a small run of the other metrics still works."""
+    asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits"}
+    if not (config.dataset_inference and asked):
+        return
+    suspect = int(np.sum(np.asarray(labels) == 1))
+    validation = len(labels) - suspect
+    if min(suspect, validation) < di.MIN_PER_SIDE:
+        raise UserError(f"{where}: dataset inference needs at least {di.MIN_PER_SIDE} texts on each side, got "
+                        f"{suspect} suspect (label 1) and {validation} validation (label 0); more texts, or "
+                        f"--dataset-inference false")
+
+
+def feature_matrix(rows: Sequence[dict[str, float]], names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Texts x features of the `names` that some row holds (in `names`' order); NaN where a row lacks one
+    (dataset inference then drops that row: a ReCaLL prefix text, say)."""
+    present = [name for name in names if any(name in row for row in rows)]
+    return np.array([[row.get(name, np.nan) for name in present] for row in rows], dtype=float), present
+
+
+@dataclass
+class Report:
+    """One group's dataset inference: its metrics, its info entry and the guard's p-value when it rejects."""
+
+    metrics: list[Metric] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    guard_rejected: float | None = None
+
+
+def rounded(values: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in values.items()}
+
+
+def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, float]], names: Sequence[str],
+                             tags: dict[str, str], config: DatasetInferenceConfig, seed: int,
+                             guard_texts: Sequence[str] | None = None) -> Report:
+    """`dataset_inference` of suspect (label 1) against validation (label 0) texts on the `names` scores
+    (one dict per text), as metric `di_p_value` with `tags` and an info entry; with `guard_texts` (the same
+    texts, in order) also `guard_report`. Too few texts with finite scores on a side: no metric, and the
+    info entry says why."""
+    report = Report()
+    labels = np.asarray(labels, dtype=int)
+    x, present = feature_matrix(scores, names)
+    try:
+        found = di.dataset_inference(x, labels, present, alpha=config.di_alpha, n_splits=config.di_splits,
+                                     seed=seed) if present else None
+    except UserError as err:
+        found, report.info["not_run"] = None, str(err)
+    if present and found is not None:
+        report.metrics.append(Metric(name="di_p_value", value=found.p_value, n=found.n_suspect + found.n_validation,
+                                     tags=tags))
+        report.info |= {"p_value": found.p_value, "rejected": found.rejected, "alpha": found.alpha,
+                        "n_suspect": found.n_suspect, "n_validation": found.n_validation,
+                        "n_train_per_side": found.n_train_per_side, "features": present,
+                        "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
+                        "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
+                        "dropped_features": list(found.dropped_features)}
+    elif not present:
+        report.info["not_run"] = "no attack score to use"
+    if guard_texts is not None:
+        guard = guard_report(labels, guard_texts, tags, config, seed)
+        report.metrics += guard.metrics
+        report.info["guard"] = guard.info
+        report.guard_rejected = guard.guard_rejected
+    return report
+
+
+def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, str], config: DatasetInferenceConfig,
+                 seed: int) -> Report:
+    """The IID guard (`dataset_inference.iid_guard`) on `blind.label_free_features` of the texts: metric
+    `di_guard_p_value` with `tags`, an info entry, and its p-value as `guard_rejected` when it rejects at
+    `di_alpha`."""
+    report = Report()
+    x, names = label_free_features(list(texts))
+    try:
+        guard = di.iid_guard(x, np.asarray(labels, dtype=int), names, alpha=config.di_alpha,
+                             n_splits=config.di_splits, seed=seed)
+    except UserError as err:
+        report.info["not_run"] = str(err)
+        return report
+    report.metrics.append(Metric(name="di_guard_p_value", value=guard.p_value,
+                                 n=guard.detail.n_suspect + guard.detail.n_validation, tags=tags))
+    report.info |= {"p_value": guard.p_value, "shifted": guard.shifted, "features": names,
+                    "weights": rounded(guard.detail.weights)}
+    if guard.shifted:
+        report.guard_rejected = guard.p_value
+    return report
+
+
+def guard_warning(rejected: dict[str, float], alpha: float) -> str | None:
+    """The one warning line for every group whose guard rejected (group name -> guard p-value, e.g.
+    {"128 words": 3e-5}), None when none did."""
+    if not rejected:
+        return None
+    where = ", ".join(f"p = {p:.2g} at {group}" for group, p in rejected.items())
+    return GUARD_FAILS.format(where=where, alpha=alpha)
