@@ -255,7 +255,8 @@ class FinetuneMemorization(Task):
                         label="Min-K% 20% AUC after 1 epoch", better="lower")
     SUMMARY = (HEADLINE,
                Headline(metric="di_p_value", tags={"epoch": "1", "trained_on": "members"},
-                        label="dataset inference p, 1 epoch", better="higher"),
+                        label="dataset inference p, 1 epoch", better="higher", plot=True,
+                        log_scale=True, reference_line=0.05),
                Headline(metric="epochs_to_auc", tags={"score": HEADLINE_SCORE, "threshold": "0.9"},
                         label="epochs to Min-K% AUC 0.9", better="higher"),
                Headline(metric="auc", tags={"score": "loss", "epoch": "1", "trained_on": "members"},
@@ -290,9 +291,12 @@ class FinetuneMemorization(Task):
         memory = training_memory(model, config)  # before anything is copied
         batch, progress, tokenizer = context.batch_size, context.progress, model.tokenizer
         names = score_names(config.k_percents, config.attacks)
+        # dataset inference leaves out dc_pdd: its token frequencies are the non-members', so its scores depend
+        # on the labels (the non-members' own tokens are counted, lowering their scores on any model)
+        inference_features = [name for name in names if name != "dc_pdd"]
         nonmember_texts = [t.text for t in data.texts if t.label == 0]
         labels = [t.label for t in data.texts]
-        inference = {}
+        inference, inference_seconds = {}, []  # dataset inference: per checkpoint, and its own time
         frequencies = token_frequencies(tokenizer, nonmember_texts) if "dc_pdd" in config.attacks else None
 
         def measure(net, epoch: int, trained_on: str, with_continuations: bool = True) -> Measured:
@@ -301,10 +305,12 @@ class FinetuneMemorization(Task):
             values, facts = attack_scores(model, net, data, config, frequencies, batch, progress)
             metrics = detection(data, values, names, tags, config, context.seed)
             if config.dataset_inference:
-                report = dataset_inference_report(labels, [values.get(i, {}) for i in range(len(labels))], names,
-                                                  tags, config, context.seed)
+                clock = time.perf_counter()
+                report = dataset_inference_report(labels, [values.get(i, {}) for i in range(len(labels))],
+                                                  inference_features, tags, config, context.seed)
                 metrics += report.metrics
                 inference[f"{trained_on}@{epoch}"] = report.info
+                inference_seconds.append(time.perf_counter() - clock)
             metrics += exact_memorization(data, facts, tags)
             continuations = [None] * len(data.texts)
             if with_continuations:
@@ -341,11 +347,13 @@ class FinetuneMemorization(Task):
         metrics += blind
         warnings = []
         if config.dataset_inference:  # the guard sees the texts only: one reading for every checkpoint
+            clock = time.perf_counter()
             guard = guard_report(labels, [t.text for t in data.texts], {}, config, context.seed)
             metrics += guard.metrics
             inference["guard"] = guard.info
             rejected = {} if guard.guard_rejected is None else {"every checkpoint": guard.guard_rejected}
             warnings += [w for w in [guard_warning(rejected, config.di_alpha)] if w]
+            inference_seconds.append(time.perf_counter() - clock)
         evaluation = {f"{trained_on}@{epoch}": found.seconds for (epoch, trained_on), found in measured.items()}
         members = sum(t.label == 1 for t in data.texts)
         counts = {"members": members, "non_members": len(data.texts) - members, "too_short": data.too_short,
@@ -357,6 +365,7 @@ class FinetuneMemorization(Task):
                 "checkpoint": "epoch 0 is the evaluated checkpoint itself"}
         if inference:
             info["dataset_inference"] = inference
+            info["dataset_inference_seconds"] = round(sum(inference_seconds), 3)
         samples = [s for found in measured.values() for s in found.samples]
         return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info, warnings=warnings)
 

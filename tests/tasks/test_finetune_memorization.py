@@ -105,8 +105,11 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     # dataset inference: no evidence at epoch 0, members found after training (12 texts a side), no guard alarm
     p = {epoch: metric(entry, "di_p_value", epoch=str(epoch), trained_on="members") for epoch in (0, 1, 3)}
     assert p[3] < p[1] < 0.05 < p[0]
-    assert entry["info"]["dataset_inference"]["members@3"]["n_suspect"] == 12
-    assert metric(entry, "di_guard_p_value") > 0.05 and entry["warnings"] == []
+    found = entry["info"]["dataset_inference"]["members@3"]
+    # every text counted: used on a side, or dropped (the ReCaLL shot, texts whose prefix + text overran the context)
+    assert found["n_suspect"] + found["n_validation"] + found["dropped_rows"] == 24
+    assert "dc_pdd" not in found["features"] and "min_k_20" in found["features"]
+    assert metric(entry, "di_guard_p_value") > 0.05 and not entry.get("warnings")
     assert entry["info"]["training"]["members"]["steps"] == 3 * 2  # 12 members, batch 8, 3 epochs
     assert entry["info"]["training"]["non_members"]["steps"] == 2
     # the same texts through mink_membership: the same per-text scores at epoch 0 (one code path)
