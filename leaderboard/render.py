@@ -104,11 +104,21 @@ def null_mark(item: BoardEntry) -> str:
     return f" {NULL_MARK}" if item.null_control else ""
 
 
+WARNING_MARK = "⚠"
+
+
+def warning_mark(item: BoardEntry) -> str:
+    """` ⚠` after a finished run that carries a warning (`TaskEntry.warnings`: e.g. members and non-members
+    told apart without the model, or dataset inference's IID guard rejecting); the lines themselves are
+    listed below the task's table (`warning_notes`)."""
+    return f" {WARNING_MARK}" if item.entry.status == "ok" and item.entry.warnings else ""
+
+
 def entry_label(item: BoardEntry, text: Text = escape) -> str:
-    """`model_label` of a board entry, marked when it comes from a run with `--limit`, and when a real
-    model's run changed settings from the task's defaults."""
+    """`model_label` of a board entry, marked when it comes from a run with `--limit`, when a real
+    model's run changed settings from the task's defaults, is a null control, or warns."""
     return (model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit]) + changed_mark(item)
-            + null_mark(item))
+            + null_mark(item) + warning_mark(item))
 
 
 def changed_notes(items: list[BoardEntry], text: Text = escape, task: bool = True) -> list[str]:

@@ -218,10 +218,14 @@ def test_a_runs_warnings_are_listed_under_its_task_on_both_boards(tmp_path):
     submit(folder, results.model_copy(update={"tasks": [warned]}))
     submit(folder, make_results(name="model-b", identity=ID_B))
     markdown, _ = render_markdown(folder)
-    notes = [line for line in section(markdown, f"## {TASK}").splitlines() if line.startswith("- warning")]
-    assert notes == [rf"- warning {REAL_A}: distinguishable \*without\* the model"]
+    lines = section(markdown, f"## {TASK}").splitlines()
+    notes = [line for line in lines if line.startswith("- warning")]
+    assert notes == [rf"- warning {REAL_A} ⚠: distinguishable \*without\* the model"]
+    # the run is marked in its row of the task's table; the other model's is not
+    assert any(line.startswith(f"| {REAL_A} ⚠ ") for line in lines)
+    assert any(line.startswith(f"| {REAL_B} ") for line in lines)
     page = render_site(folder)[f"tasks/{TASK}.html"].decode()
-    assert f"warning {REAL_A}: distinguishable *without* the model" in page
+    assert f"warning {REAL_A} ⚠: distinguishable *without* the model" in page
 
 
 def with_data(results, data: str):
