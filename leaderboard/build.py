@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 from harness.core.io import atomic_write_bytes, atomic_write_text
+from harness.core.results import Headline
 from leaderboard.collect import newest_entries, read_submissions
+from leaderboard.plot_data import axis_tag_of, extra_heads, plot_caption
 from leaderboard.plots import task_plot
 from leaderboard.render import (
     CHANGED_LEGEND,
@@ -89,6 +91,7 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
             parts += ["", f"![{task}]({PLOTS_FOLDER}/{task}.png)"]
         if plot_note:
             parts += ["", plot_note]
+        parts += extra_plot_lines(task, board, plots)
         parts += task_summaries(task, board, groups)
         if any(b.null_control for b in groups["real"] if b.entry.name == task):
             parts += ["", NULL_LEGEND]
@@ -100,6 +103,46 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         if legend:
             parts += ["", legend]
     return "\n".join(parts) + "\n", plots
+
+
+def _file_part(text: str) -> str:
+    """`text` in file-name-safe characters (letters, digits, `_`; any other run of characters one `-`)."""
+    return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-")[:60] or "metric"
+
+
+def extra_plot_names(task: str, heads: list[Headline]) -> list[str]:
+    """The PNG file name of each of `heads` (a task's `extra_heads`), in order:
+    `<task>--<metric>.png`; where two of them share that, `--<tag>-<value>...` (their fixed tags,
+    the axis tag left out) is added to those, and `-2`, `-3`, ... to any still alike. Text from the
+    file keeps only file-name-safe characters (`_file_part`). No name is a main plot's
+    (`<task>.png`) or another task's: task names hold no `-`."""
+    stems = [f"{task}--{_file_part(head.metric)}" for head in heads]
+    stems = [stem + "".join(f"--{_file_part(k)}-{_file_part(v)}" for k, v in sorted(head.tags.items())
+                            if k != axis_tag_of(head)) if stems.count(stem) > 1 else stem
+             for stem, head in zip(stems, heads)]
+    names: list[str] = []
+    for stem in stems:
+        name, n = stem, 2
+        while f"{name}.png" in names:
+            name, n = f"{stem}-{n}", n + 1
+        names.append(f"{name}.png")
+    return names
+
+
+def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[str]:
+    """The task's plots of its own key metrics flagged `plot` (`plot_data.extra_heads`), as markdown
+    lines to append under its main plot: per plot its image, a one-line caption (`plot_caption`) and
+    the note of what it leaves out; the PNGs go into `plots` (file name -> bytes)."""
+    heads = extra_heads(task, board)
+    lines = []
+    for name, head in zip(extra_plot_names(task, heads), heads):
+        png, note = task_plot(task, board, head)
+        if png:
+            plots[name] = png
+            lines += ["", f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})", "", plot_caption(head)]
+        if note:
+            lines += ["", note]
+    return lines
 
 
 def changed_lines(items: list, task: bool = True) -> list[str]:

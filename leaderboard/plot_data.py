@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from harness.core.results import Headline, Metric
 from leaderboard.collect import BoardEntry
-from leaderboard.render import changed_mark, entry_label, escape, limit_mark
+from leaderboard.render import Text, better_in_words, changed_mark, entry_label, escape, limit_mark, task_heads
 
 LABEL_CHARS = 48  # a model name longer than this is cut with an ellipsis in a plot
 
@@ -40,14 +40,17 @@ def _names_number(text: str, value: str) -> bool:
 
 @dataclass
 class PlotData:
-    """The runs a task's plot draws. `series`: per run, (axis tag value, headline value) points
-    (one point at x=0 when there is no axis tag); `metrics`: per run, its headline metric."""
+    """The runs a task's plot draws. `head`: the headline drawn (the first run's, or the key metric
+    of a plot of its own); `series`: per run, (axis tag value, headline value) points (one point at
+    x=0 when there is no axis tag); `metrics`: per run, its headline metric (bars only); `title`:
+    the figure's, the task's name, or `<task>: <label>` for a plot of its own."""
 
     task: str
     head: Headline
     axis_tag: str | None
     series: list[tuple[BoardEntry, list[tuple[float, float]]]]
     metrics: list[Metric | None]
+    title: str
 
     def xs(self) -> list[float]:
         return sorted({x for _, points in self.series for x, _ in points})
@@ -99,14 +102,39 @@ class PlotData:
         return sorted(rows, key=lambda row: (badness(row), row[0].model_name, row[0].model_identity))
 
 
-def _points(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, Metric]]:
-    """(axis tag value, metric) of each of the entry's metrics its headline names, whatever the
-    axis tag, sorted by the tag value; metrics without a value, or without a numeric axis tag, are
-    left out. Without an axis tag every point is at 0."""
-    head = item.entry.headline
+def axis_tag_of(head: Headline) -> str | None:
+    """The tag a plot of `head` runs along: its first tag whose value is a number; None (bars) when none is."""
+    return next((k for k, v in head.tags.items() if number(v) is not None), None)
+
+
+def extra_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
+    """The key metrics of `task` drawn as plots of their own beside its headline's: those of its
+    newest version's `summary` flagged `plot` (`render.task_heads`), in the summary's order."""
+    return [head for head in task_heads(task, board) if head.plot]
+
+
+def note_prefix(head: Headline | None) -> str:
+    """How a plot's note begins: `Plot` for the task's plot of each run's headline (`head` None),
+    `Plot of <label>` for a plot of its own of `head`."""
+    return "Plot" if head is None else f"Plot of {escape(head.label)}"
+
+
+def plot_caption(head: Headline, text: Text = escape) -> str:
+    """The line under a plot of its own of `head`: its label, better direction, and the log10 axis
+    and reference line where it has them."""
+    extras = [better_in_words(head)] + (["log10 axis"] if head.log_scale else [])
+    if head.reference_line is not None:
+        extras.append(f"dashed line at {head.reference_line:g}")
+    return f"{text(head.label)} ({'; '.join(extras)})"
+
+
+def _points(metrics: list[Metric], head: Headline, axis_tag: str | None) -> list[tuple[float, Metric]]:
+    """(axis tag value, metric) of each of `metrics` that `head` names, whatever the axis tag,
+    sorted by the tag value; metrics without a value, or without a numeric axis tag, are left out.
+    Without an axis tag every point is at 0."""
     fixed = {k: v for k, v in head.tags.items() if k != axis_tag}
     points = []
-    for metric in item.entry.metrics:
+    for metric in metrics:
         if metric.name != head.metric or metric.value is None:
             continue
         if all(metric.tags.get(k) == v for k, v in fixed.items()):
@@ -116,30 +144,53 @@ def _points(item: BoardEntry, axis_tag: str | None) -> list[tuple[float, Metric]
     return sorted(points, key=lambda point: (point[0], point[1].value))
 
 
-def _why_left_out(item: BoardEntry, axis_tag: str | None) -> str:
-    head = item.entry.headline
+def _why_left_out(head: Headline | None, axis_tag: str | None, found: bool) -> str:
+    """Why a finished run draws no point: no headline, no value of `head`'s metric, or (`found`:
+    values it has) none above 0 for a log10 axis."""
     if head is None:
         return "it names no headline metric"
+    if found:
+        return f"its values of {escape(head.metric)} are all ≤ 0, which a log10 axis cannot draw"
     where = ", ".join(f"{k}={v}" for k, v in head.tags.items() if k != axis_tag)
     return (f"no value of {escape(head.metric)}" + (f" ({escape(where)})" if where else "")
             + (f" with a numeric {escape(axis_tag)} tag" if axis_tag else ""))
 
 
-def plot_data(task: str, board: list[BoardEntry]) -> tuple[PlotData | None, str | None]:
+def plot_data(task: str, board: list[BoardEntry], head: Headline | None = None
+              ) -> tuple[PlotData | None, str | None]:
     """The task's plot data (None when no finished run has a value to draw) and one markdown line
-    that says which finished runs it leaves out and why (None when it draws them all, or when the
-    task has no finished run)."""
+    that says which finished runs, or values, it leaves out and why (None when it draws them all, or
+    when the task has no finished run).
+
+    `head` None: the task's plot, of each finished run's own headline, along the first one's axis
+    tag. `head` given (one of `extra_heads`): a plot of its own of that metric, of every finished run,
+    its metrics that match `head`'s metric and fixed tags against its axis tag; the note then begins
+    `Plot of <label>`. On a log10 axis (`head.log_scale`) values <= 0 are left out, and said so."""
     finished = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
-    items = [b for b in finished if b.entry.headline]
-    head = items[0].entry.headline if items else None
-    axis_tag = next((k for k, v in head.tags.items() if number(v) is not None), None) if head else None
-    points = [(item, _points(item, axis_tag)) for item in items]
-    drawn = [(item, found) for item, found in points if found]
-    left_out = [item for item in finished if not any(item is d for d, _ in drawn)]
-    note = ("Plot: leaves out " + "; ".join(f"{entry_label(item)} ({_why_left_out(item, axis_tag)})"
-                                            for item in left_out) + ".") if left_out else None
+    shown = head or next((b.entry.headline for b in finished if b.entry.headline), None)
+    axis_tag = axis_tag_of(shown) if shown else None
+    log = shown is not None and shown.log_scale
+    rows = []  # (run, the headline drawn of it, its points, those drawn: above 0 on a log10 axis)
+    for item in finished:
+        own = head or item.entry.headline
+        points = _points(item.entry.metrics, own, axis_tag) if own else []
+        rows.append((item, own, points, [(x, m) for x, m in points if not log or m.value > 0]))
+    drawn = [(item, kept) for item, _, _, kept in rows if kept]
+    left_out = [(item, _why_left_out(own, axis_tag, bool(points))) for item, own, points, kept in rows if not kept]
+    cut = [(item, len(points) - len(kept), len(points)) for item, _, points, kept in rows
+           if 0 < len(kept) < len(points)]
+    sentences = []
+    if left_out:
+        sentences.append("leaves out " + "; ".join(f"{entry_label(item)} ({why})" for item, why in left_out) + ".")
+    if cut:
+        sentences.append("Leaves out values ≤ 0, which a log10 axis cannot draw: " + "; ".join(
+            f"{entry_label(item)} ({n} of {total})" for item, n, total in cut) + ".")
+    note = f"{note_prefix(head)}: " + " ".join(sentences) if sentences else None
     if not drawn:
-        return None, ("Plot: none, no finished run has a value of its headline metric to draw." if finished else None)
-    series = [(item, [(x, metric.value) for x, metric in found]) for item, found in drawn]
-    metrics = [None if axis_tag else found[0][1] for _, found in drawn]
-    return PlotData(task, head, axis_tag, series, metrics), note
+        what = "its headline metric" if head is None else escape(head.metric)
+        return None, (f"{note_prefix(head)}: none, no finished run has a {'positive ' if log else ''}value "
+                      f"of {what} to draw." if finished else None)
+    series = [(item, [(x, metric.value) for x, metric in points]) for item, points in drawn]
+    metrics = [None if axis_tag else points[0][1] for _, points in drawn]
+    title = task if head is None else f"{task}: {head.label}"
+    return PlotData(task, shown, axis_tag, series, metrics, title), note

@@ -1,5 +1,7 @@
 """One PNG per task for LEADERBOARD.md: its headline metric per model, against a numeric tag when
-the task has one (e.g. Min-K% AUC against prefix length), else as bars. What is drawn comes from
+the task has one (e.g. Min-K% AUC against prefix length), else as bars; and one more per key metric
+flagged `plot` (`plot_data.extra_heads`, e.g. a p-value per epoch), on a log10 value axis where it
+says `log_scale`, with a dashed line at its `reference_line`. What is drawn comes from
 `leaderboard.plot_data` (the web board's plotly figures draw the same).
 
 The plots scale with the number of models: bars are horizontal, one per model, sorted best first,
@@ -18,9 +20,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import LogFormatter  # noqa: E402
 
+from harness.core.results import Headline  # noqa: E402
 from leaderboard.collect import BoardEntry  # noqa: E402
-from leaderboard.plot_data import PlotData, plot_data, plot_label  # noqa: E402
+from leaderboard.plot_data import PlotData, note_prefix, plot_data, plot_label  # noqa: E402
 
 # Text from a results file is drawn verbatim: matplotlib's mathtext would read `$...$` (and fail on
 # what it cannot parse).
@@ -35,9 +39,44 @@ def model_label(item: BoardEntry) -> str:
     return " " + label if label.startswith("_") else label  # matplotlib hides legend labels that start with _
 
 
+def value_text(data: PlotData, value: float) -> str:
+    """A value as a plot writes it: 3 decimals, or 3 significant digits on a log10 axis (a p-value of 1e-30)."""
+    return f"{value:.3g}" if data.head.log_scale else f"{value:.3f}"
+
+
+def reference_line(data: PlotData, axes, vertical: bool) -> None:
+    """The headline's `reference_line`, where it has one: dashed, across the value axis (vertical
+    for bars, horizontal for lines), its value written at the axes' edge."""
+    value = data.head.reference_line
+    if value is None:
+        return
+    style = {"color": "#555", "linestyle": "--", "linewidth": 1}
+    if vertical:
+        axes.axvline(value, **style)
+        axes.annotate(f"{value:g}", (value, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                      textcoords="offset points", ha="left", va="top", fontsize=7, color="#555")
+    else:
+        axes.axhline(value, **style)
+        axes.annotate(f"{value:g}", (1.0, value), xycoords=("axes fraction", "data"), xytext=(-2, 2),
+                      textcoords="offset points", ha="right", va="bottom", fontsize=7, color="#555")
+
+
+def log10_axis(axes, which: str) -> None:
+    """A log10 scale on the `which` ("x" or "y") axis of `axes`, its tick labels plain text
+    (`1e-05`, `0.01`): the default labels are mathtext, which these plots do not parse (`_PLAIN_TEXT`)."""
+    if which == "x":
+        axes.set_xscale("log")
+    else:
+        axes.set_yscale("log")
+    axis = axes.xaxis if which == "x" else axes.yaxis
+    axis.set_major_formatter(LogFormatter())
+    axis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+
+
 def bar_figure(data: PlotData) -> Figure:
     """Horizontal bars, best at the top, the value at the end of each bar, the interval (or the
-    seed spread) as an error bar, a dashed line at the ideal value where there is one."""
+    seed spread) as an error bar, a dashed line at the ideal value where there is one; a log10
+    value axis and the reference line where the headline asks for them."""
     rows = data.ranked()
     height = 1.2 + BAR_INCHES * len(rows)
     figure = plt.figure(figsize=(FIGURE["width"], height), dpi=FIGURE["dpi"])
@@ -52,10 +91,13 @@ def bar_figure(data: PlotData) -> Figure:
     axes.set_ylim(len(rows) - 0.5, -0.5)  # the first (best) row at the top
     for position, value, up, down in zip(positions, values, high, low):
         end = value + up if value >= 0 else value - down  # past the error bar
-        axes.annotate(f"{value:.3f}", (end, position), xytext=(3 if value >= 0 else -3, 0),
+        axes.annotate(value_text(data, value), (end, position), xytext=(3 if value >= 0 else -3, 0),
                       textcoords="offset points", va="center", ha="left" if value >= 0 else "right", fontsize=7)
     if data.head.ideal is not None:
         axes.axvline(data.head.ideal, color="#c44e52", linestyle="--", linewidth=1)
+    reference_line(data, axes, vertical=True)
+    if data.head.log_scale:
+        log10_axis(axes, "x")
     axes.set_xlabel(data.axis_title())
     axes.grid(axis="x", alpha=0.3)
     axes.margins(x=0.12)
@@ -64,7 +106,8 @@ def bar_figure(data: PlotData) -> Figure:
 
 def line_figure(data: PlotData) -> Figure:
     """A line per model against the axis tag (doubling steps on a log2 axis when all are
-    positive), the legend to the right of the axes in columns of `LEGEND_ROWS`."""
+    positive), the legend to the right of the axes in columns of `LEGEND_ROWS`; a log10 value axis
+    and the reference line where the headline asks for them."""
     columns = max(1, math.ceil(len(data.series) / LEGEND_ROWS))
     rows = math.ceil(len(data.series) / columns)
     height = max(4.0, 1.2 + BAR_INCHES * rows)
@@ -85,6 +128,9 @@ def line_figure(data: PlotData) -> Figure:
     axes.set_xticks(xs, [f"{x:g}" for x in xs])
     axes.minorticks_off()
     axes.set_ylabel(data.axis_title())
+    reference_line(data, axes, vertical=False)
+    if data.head.log_scale:
+        log10_axis(axes, "y")
     axes.grid(alpha=0.3)
     axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, ncols=columns,
                 frameon=False)
@@ -93,7 +139,7 @@ def line_figure(data: PlotData) -> Figure:
 
 def figure_of(data: PlotData) -> Figure:
     figure = line_figure(data) if data.axis_tag else bar_figure(data)
-    figure.axes[0].set_title(data.task)
+    figure.axes[0].set_title(data.title)
     return figure
 
 
@@ -107,15 +153,17 @@ def _draw(data: PlotData) -> bytes:
         plt.close(figure)
 
 
-def task_plot(task: str, board: list[BoardEntry]) -> tuple[bytes | None, str | None]:
+def task_plot(task: str, board: list[BoardEntry], head: Headline | None = None) -> tuple[bytes | None, str | None]:
     """PNG bytes of one task's plot (None when it has nothing to draw), and one markdown line that
     says which finished runs it leaves out and why (None when it draws them all, or when the task
-    has no finished run)."""
-    data, note = plot_data(task, board)
+    has no finished run). `head`: the plot of its own of that key metric (`plot_data.extra_heads`)
+    instead of the task's plot of its headline."""
+    data, note = plot_data(task, board, head)
     if data is None:
         return None, note
     try:
         with plt.rc_context(_PLAIN_TEXT):
             return _draw(data), note
     except (ValueError, ArithmeticError, RuntimeError) as err:  # values matplotlib cannot lay out (1e308, say)
-        return None, f"Plot: none, matplotlib could not draw these values or labels ({type(err).__name__})."
+        return None, (f"{note_prefix(head)}: none, matplotlib could not draw these values or labels "
+                      f"({type(err).__name__}).")

@@ -1,7 +1,8 @@
 """`membench leaderboard`'s web board: a self-contained static site, a pure function of submissions/.
 
     site/index.html            a row per model, a column per task's headline (sortable, filterable)
-    site/tasks/<task>.html     the task's card, plot, key metrics, every metric, agreement
+    site/tasks/<task>.html     the task's card, plot (and those of its key metrics flagged `plot`),
+                               key metrics, every metric, agreement
     site/models/<slug>.html    the model's identity, source, settings and every task's metrics
     site/board.json            what the pages show, for machines (models, their runs)
     site/plotly.min.js         plotly.js as the installed plotly package bundles it (no CDN)
@@ -52,7 +53,7 @@ from leaderboard.render import (
     task_heads,
     warning_notes,
 )
-from leaderboard.site_plots import plotly_js, task_figure
+from leaderboard.site_plots import extra_figures, plotly_js, task_figure
 
 MARKER = ".membench-site"  # a folder `membench leaderboard` may replace holds this file
 CARDS = Path(__file__).resolve().parent.parent / "tasks"
@@ -168,7 +169,7 @@ def render_site(submissions: Path) -> dict[str, bytes]:
              summary=task_summary(task, board, groups, page_of), full=all_metrics(task, board, plain),
              agreement=agreement(task, board, plain),
              skipped=skipped_notes(task, board, plain) + warning_notes(task, board, plain),
-             figure=figure, plot_note=plot_note,
+             figure=figure, plot_note=plot_note, extras=extra_figures(task, board),
              changed=changed_notes([b for b in groups["real"] if b.entry.name == task], plain, task=False),
              null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"] if b.entry.name == task) else None)
     for model in models:

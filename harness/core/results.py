@@ -85,13 +85,28 @@ class Metric(_Strict):
 
 class Headline(_Strict):
     """Which metric the board shows for a task, and which direction is better: higher, lower, or
-    closer to `ideal` (StereoSet's SS is best at 50)."""
+    closer to `ideal` (StereoSet's SS is best at 50).
+
+    How the boards plot it (each left out of the file at its default, so files without them read
+    and write as they always did):
+
+    - `plot`: a key metric of the task's `summary` is also drawn as a plot of its own on both
+      boards, against its numeric tag as the headline's plot is (e.g. a dataset-inference p-value
+      per epoch); False: it is a column of the summary table only.
+    - `log_scale`: a plot of this metric (its own, or the task's plot when it is the headline) has
+      a log10 value axis; values <= 0 are left out of that plot, and its note says so.
+    - `reference_line`: a dashed line across that plot's value axis at this value (e.g. a test's
+      level alpha = 0.05); positive where `log_scale` is set. None: no line.
+    """
 
     metric: str
     tags: dict[str, str] = Field(default_factory=dict)
     label: str
     better: Literal["higher", "lower", "ideal"]
     ideal: float | None = None
+    plot: bool = False
+    log_scale: bool = False
+    reference_line: float | None = None
 
     @model_validator(mode="after")
     def _ideal_given(self) -> "Headline":
@@ -99,10 +114,27 @@ class Headline(_Strict):
             raise ValueError("give `ideal` exactly when better is 'ideal'")
         return self
 
+    @model_validator(mode="after")
+    def _reference_line_drawable(self) -> "Headline":
+        if self.log_scale and self.reference_line is not None and self.reference_line <= 0:
+            raise ValueError("a reference_line on a log10 axis (log_scale) must be above 0")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_plot_defaults(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        for key, default in _PLOT_DEFAULTS.items():
+            if key in data and data[key] is default:
+                del data[key]
+        return data
+
     def direction(self) -> str:
         """A short mark of the better direction: ↑, ↓, or →50."""
         return {"higher": "↑", "lower": "↓"}.get(self.better) or f"→{self.ideal:g}"
 
+
+# The plot settings of a headline at their defaults, which the file leaves out.
+_PLOT_DEFAULTS = {"plot": False, "log_scale": False, "reference_line": None}
 
 TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
