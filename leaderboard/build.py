@@ -131,17 +131,20 @@ def extra_plot_names(task: str, heads: list[Headline]) -> list[str]:
 
 def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[str]:
     """The task's plots of its own key metrics flagged `plot` (`plot_data.extra_heads`), as markdown
-    lines to append under its main plot: per plot its image, a one-line caption (`plot_caption`) and
-    the note of what it leaves out; the PNGs go into `plots` (file name -> bytes)."""
+    lines to append under its main plot: per plot one paragraph (the board stays short), its image, a
+    one-line caption (`plot_caption`) and the note of what it leaves out; the PNGs go into `plots`
+    (file name -> bytes)."""
     heads = extra_heads(task, board)
     lines = []
     for name, head in zip(extra_plot_names(task, heads), heads):
         png, note = task_plot(task, board, head)
+        paragraph = []
         if png:
             plots[name] = png
-            lines += ["", f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})", "", plot_caption(head)]
+            paragraph += [f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})", plot_caption(head)]
         if note:
-            lines += ["", note]
+            paragraph.append(note)
+        lines += ["", *paragraph] if paragraph else []
     return lines
 
 
