@@ -1,23 +1,30 @@
-"""Dataset inference (`harness.metrics.dataset_inference`, Maini et al. 2024) on membench's reference GPT-2s:
-false positives on nulls and power on known truth (issue 51).
+"""Dataset inference (`harness.metrics.dataset_inference`, Maini et al. 2024, in mink_membership and
+finetune_memorization): its false positives on nulls, its power on known truth, its IID guard, and its
+cost against the task's (issue 51).
 
-Per-text scores come from `membench evaluate --tasks mink_membership --log-samples` on the reference
-XSum split (--attacks loss,zlib,min_k,min_k_pp, --lengths 128, every default k: 16 scores a text; the
-IID guard sees the token count, alone and with the bag-of-words blind baseline, whose out-of-fold scores
-were fitted on the labels of the guard's own held-out texts):
+Per-text scores come from `membench evaluate --log-samples` as a user runs it (kept in --samples-dir and
+reused):
+  mink      mink_membership on the reference XSum split, 128 words, attacks loss, zlib, Min-K% and Min-K%++
+            at every default k (16 scores a text), for the reference GPT-2s xsum-gpt2-e00 (untrained
+            on the split), e01 and e30, and with --real for SmolLM2-135M-Instruct and gemma-3-270m (whose
+            pre-training cannot tell the split's random halves apart: nulls by construction)
+  finetune  finetune_memorization's samples at its defaults (every checkpoint, both copies): the reference
+            GPT-2 that never saw the split (xsum-gpt2-outside-e05), and any --finetune-samples NAME=FILE
 
-  nulls   --relabelings seeded random halves of the untrained model's (`xsum-gpt2-e00`) pool, and of the
-          30-epoch model's pool (labels drawn independently of the texts: a null however well the model
-          learned): the false-positive rate at 0.05 with its Clopper-Pearson 95% interval, and the
-          Kolmogorov-Smirnov p-value against uniform, of the combined p-value and of the first split's
-          (the combination is twice the median, valid and so conservative: its KS may reject, towards 1),
-          with membench's clipping fitted on the training half ("train") and with linear_di.py's ("linear_di")
-  truth   the true member / non-member labels on e00 (a null), e01 and e30: the combined p-value, the IID
-          guard's p-value, the weights, and the power at n texts per side (the share of --subsamples seeded
-          subsamples with p < 0.05) with the smallest n whose seed-0 subsample reaches p < 0.05
+Measured:
+  nulls     for each null pool (e00's, e30's, each real model's mink pool, every finetune epoch-0 pool), the
+            combined p-value of --relabelings seeded random halves of the pool (labels drawn independently of
+            the texts: a null however well the model learnt), plus the true split where it is a null: the share
+            of p <= 0.05 with its Clopper-Pearson 95% interval and the Kolmogorov-Smirnov p-value against
+            uniform, per pool and pooled over the pools
+  truth     the true split's p-value, guard p-value and weights; per size n (texts per side), the share of
+            --subsamples seeded subsamples with p < 0.05 (power) and the best single score's mean AUC on the
+            same subsamples; `smallest_n`: the smallest n whose power reaches 0.5 (the median subsample rejects)
+  guard     the IID guard on the label-free features of the reference, shifted and era splits (no model)
+  cost      dataset inference's own seconds (recorded by the task) against the task's wall time
 
-    python bench/bench_dataset_inference.py [--relabelings 200] [--subsamples 20] [--samples-dir DIR]
-                                            [--output FILE]
+    python bench/bench_dataset_inference.py [--relabelings 200] [--subsamples 20] [--real]
+        [--finetune-samples NAME=FILE ...] [--samples-dir DIR] [--output FILE]
 """
 
 from __future__ import annotations
@@ -34,106 +41,215 @@ import numpy as np
 from scipy.stats import binomtest, kstest
 
 from harness.metrics import dataset_inference as di
+from harness.metrics.blind import label_free_features
+from harness.metrics.memorization import roc_auc
+from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
+from tasks.finetune_memorization.data import load_known_data
+from tasks.mink_membership.data import load_membership_data
 
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = ROOT / "harness" / "reference" / "weights"
-CHECKPOINTS = ("xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30")
-SIZES = (10, 15, 20, 30, 40, 50, 75, 100, 125, 150)
-GUARDS = {"n_tokens": ("n_tokens",), "blind_bow+n_tokens": ("blind_bow", "n_tokens")}
+REFERENCE = ("xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30")
+REAL = {"smollm2-135m": "pretrained:smollm2-135m-instruct", "gemma-3-270m": "pretrained:gemma-3-270m"}
+NULL_MINK = ("xsum-gpt2-e00", "xsum-gpt2-e30", *REAL)  # pools whose random relabelings are nulls
+TRUE_NULLS = ("xsum-gpt2-e00", *REAL)  # and whose true split is one too
+MINK = ["--tasks", "mink_membership", "--lengths", "128", "--attacks", "loss,zlib,min_k,min_k_pp",
+        "--blind-baselines", "", "--bootstrap-resamples", "10"]
+MINK_SIZES = (10, 15, 20, 30, 40, 50, 75, 100, 150)
+FINETUNE_SIZES = (5, 8, 10, 15, 20, 30, 40, 50)
+FINETUNE_CONTROL = "xsum-gpt2-outside-e05"
 
 
 def checkpoint_folder(name: str) -> Path:
-    """The shipped folder of a reference checkpoint (`harness/reference/weights/xsum-gpt2-*/<name>`)."""
-    found = sorted(WEIGHTS.glob(f"xsum-gpt2-*/{name}/config.json"))
+    """The shipped folder of a reference checkpoint (`harness/reference/weights/*/<name>`)."""
+    found = sorted(WEIGHTS.glob(f"*/{name}/config.json"))
     if not found:
         raise SystemExit(f"no shipped weights for {name} under {WEIGHTS}")
     return found[-1].parent
 
 
-def samples(name: str, folder: Path) -> list[dict]:
-    """mink_membership's logged samples of one checkpoint (one `membench evaluate` run into `folder/name`,
-    skipped when a samples file is already there)."""
-    found = list((folder / name).glob("*.mink_membership.samples.jsonl"))
-    if found:
-        return [json.loads(line) for line in found[0].read_text().splitlines()]
-    command = [str(Path(sys.executable).with_name("membench")), "evaluate", "--model", str(checkpoint_folder(name)),
-               "--tasks", "mink_membership", "--attacks", "loss,zlib,min_k,min_k_pp", "--lengths", "128",
-               "--blind-baselines", "bag_of_words", "--bootstrap-resamples", "10", "--log-samples", "--no-cache",
-               "--output-path", str(folder / name)]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    [path] = (folder / name).glob("*.mink_membership.samples.jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def evaluate(model: str, task_flags: list[str], folder: Path) -> tuple[dict, list[dict]]:
+    """One `membench evaluate --log-samples` into `folder` (skipped when its results are already there): the
+    task's entry and its samples."""
+    if not list(folder.glob("*.json")):
+        command = [str(Path(sys.executable).with_name("membench")), "evaluate", "--model", model, *task_flags,
+                   "--log-samples", "--no-cache", "--output-path", str(folder)]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    [path] = folder.glob("*.json")
+    [entry] = json.loads(path.read_text())["tasks"]
+    return entry, [json.loads(line) for line in (folder / entry["samples_file"]).read_text().splitlines()]
 
 
 def matrix(rows: list[dict], names: list[str]) -> np.ndarray:
-    """Texts x scores (a missing or null score is NaN; the token count is `n_tokens`)."""
-    value = lambda row, k: row["n_tokens"] if k == "n_tokens" else row["scores"].get(k)  # noqa: E731
-    return np.array([[np.nan if value(r, k) is None else value(r, k) for k in names] for r in rows], dtype=float)
+    """Texts x scores (a missing or null score is NaN)."""
+    return np.array([[np.nan if r["scores"].get(k) is None else r["scores"][k] for k in names] for r in rows],
+                    dtype=float)
 
 
-def null_rates(x: np.ndarray, names: list[str], relabelings: int, preprocessing: str) -> dict:
-    """False-positive rate and KS against uniform over seeded random halves of the pool."""
-    combined, first = [], []
+def fpr(p_values: list[float]) -> dict:
+    """Share of p <= 0.05, its Clopper-Pearson 95% interval, KS against uniform, the mean p."""
+    hits = int((np.array(p_values) <= 0.05).sum())
+    interval = binomtest(hits, len(p_values)).proportion_ci(0.95, method="exact")
+    return {"count": len(p_values), "fpr@0.05": hits / len(p_values),
+            "fpr_ci95": [round(interval.low, 4), round(interval.high, 4)],
+            "ks_uniform_p": float(kstest(p_values, "uniform").pvalue), "mean_p": float(np.mean(p_values))}
+
+
+def relabeled(x: np.ndarray, names: list[str], relabelings: int) -> list[float]:
+    """The combined p-value of each seeded random halving of the pool."""
+    out = []
     for seed in range(relabelings):
         labels = np.zeros(len(x), dtype=int)
         labels[np.random.default_rng(10_000 + seed).permutation(len(x))[: len(x) // 2]] = 1
-        result = di.dataset_inference(x, labels, names, seed=seed, curve_sizes=None, preprocessing=preprocessing)
-        combined.append(result.p_value)
-        first.append(result.split_p_values[0])
-    out = {}
-    for key, p in (("combined", combined), ("first_split", first)):
-        hits = int((np.array(p) <= 0.05).sum())
-        interval = binomtest(hits, relabelings).proportion_ci(0.95, method="exact")
-        out[key] = {"fpr@0.05": hits / relabelings, "fpr_ci95": [round(interval.low, 4), round(interval.high, 4)],
-                    "ks_uniform_p": float(kstest(p, "uniform").pvalue), "mean_p": float(np.mean(p))}
+        out.append(di.dataset_inference(x, labels, names, seed=seed, curve_sizes=None).p_value)
     return out
 
 
-def truth(x: np.ndarray, labels: np.ndarray, guards: dict[str, np.ndarray], names: list[str],
-          subsamples: int) -> dict:
-    """The test on the true labels: p-value, guard, weights, the seed-0 curve and the power per size."""
-    result = di.dataset_inference(x, labels, names, curve_sizes=SIZES)
-    power = {}
-    for n in (n for n in SIZES if n < min(result.n_suspect, result.n_validation)):
-        hits = 0
+def single_split_nulls(x: np.ndarray, names: list[str], relabelings: int) -> dict:
+    """The first split's p-value (no combination) on the seeded random halves, with membench's clipping fitted
+    on the training half ("train") and with linear_di.py's, which clips each side on all its texts
+    ("linear_di"): the false-positive rate each gives."""
+    out = {}
+    for preprocessing in ("train", "linear_di"):
+        p = []
+        for seed in range(relabelings):
+            labels = np.zeros(len(x), dtype=int)
+            labels[np.random.default_rng(10_000 + seed).permutation(len(x))[: len(x) // 2]] = 1
+            p.append(di.dataset_inference(x, labels, names, seed=seed, n_splits=1, curve_sizes=None,
+                                          preprocessing=preprocessing).split_p_values[0])
+        out[preprocessing] = fpr(p)
+    return out
+
+
+def power(x: np.ndarray, labels: np.ndarray, names: list[str], sizes: tuple[int, ...], subsamples: int) -> dict:
+    """Per size n below the smaller side: the share of seeded subsamples of n texts a side with p < 0.05
+    and the best single score's mean AUC over the same subsamples; and the smallest n with power >= 0.5."""
+    finite = np.isfinite(x).all(axis=1)
+    x, labels = x[finite], labels[finite]
+    out = {}
+    for n in (n for n in sizes if n < min(labels.sum(), len(labels) - labels.sum())):
+        hits, aucs = 0, []
         for seed in range(subsamples):
             rng = np.random.default_rng([seed, n])
             rows = np.concatenate([rng.choice(np.flatnonzero(labels == side), n, replace=False) for side in (1, 0)])
             hits += di.dataset_inference(x[rows], labels[rows], names, seed=seed, curve_sizes=None).p_value < 0.05
-        power[str(n)] = hits / subsamples
-    reaching = [n for n, p in result.curve if p < 0.05]
+            aucs.append([roc_auc(labels[rows], x[rows, j]) for j in range(len(names))])
+        mean_auc = np.nanmean(np.array(aucs, dtype=float), axis=0)
+        best = int(np.nanargmax(mean_auc))
+        out[str(n)] = {"power@0.05": hits / subsamples, "best_score": names[best],
+                       "best_score_auc": round(float(mean_auc[best]), 4)}
+    reaching = [int(n) for n, row in out.items() if row["power@0.05"] >= 0.5]
+    return {"by_size": out, "smallest_n": reaching[0] if reaching else None,
+            "best_score_auc_at_smallest_n": out[str(reaching[0])]["best_score_auc"] if reaching else None}
+
+
+def truth(x: np.ndarray, labels: np.ndarray, texts: list[str], names: list[str], sizes: tuple[int, ...],
+          subsamples: int) -> dict:
+    """The test on the true labels: p-value, guard, weights, the full AUC of every score and the power."""
+    result = di.dataset_inference(x, labels, names, curve_sizes=sizes)
+    features, guard_names = label_free_features(texts)
     top = sorted(result.weights.items(), key=lambda kv: -abs(kv[1]))[:4]
-    return {"p_value": result.p_value, "split_p_values": [float(p) for p in result.split_p_values],
-            "texts_per_side": [result.n_suspect, result.n_validation], "dropped_rows": result.dropped_rows,
-            "iid_guard_p": {k: di.iid_guard(g, labels, list(GUARDS[k])).p_value for k, g in guards.items()},
-            "top_weights": {k: round(v, 3) for k, v in top}, "curve_seed0": [[n, p] for n, p in result.curve],
-            "smallest_n_seed0_p<0.05": reaching[0] if reaching else None, "power@0.05": power}
+    finite = np.isfinite(x).all(axis=1)
+    aucs = {k: round(roc_auc(labels[finite], x[finite, j]), 4) for j, k in enumerate(names)}
+    return {"p_value": result.p_value, "texts_per_side": [result.n_suspect, result.n_validation],
+            "guard_p": di.iid_guard(features, labels, guard_names).p_value, "top_weights": {
+                k: round(v, 3) for k, v in top}, "best_auc": max(aucs.values()), "curve_seed0": [
+                [n, p] for n, p in result.curve], **power(x, labels, names, sizes, subsamples)}
+
+
+def guard_on_splits() -> dict:
+    """The IID guard on the label-free features of the 128-word prefixes of three reference splits."""
+    out = {}
+    for data in ("reference", "reference:shifted", "reference:era"):
+        texts = load_membership_data(data, "train", None, "label", 0, None).texts
+        cut = [(truncate_words(t.text, 128, "en"), t.label) for t in texts]
+        cut = [(text, label) for text, label in cut if text is not None]
+        features, names = label_free_features([text for text, _ in cut])
+        out[data] = di.iid_guard(features, np.array([label for _, label in cut]), names).p_value
+    return out
+
+
+def mink_section(folder: Path, real: bool, relabelings: int, subsamples: int) -> tuple[dict, dict, dict, dict]:
+    """Per model: truth; per null pool: relabelings' p-values; per run: cost; single splits' nulls by clipping."""
+    models = {name: str(checkpoint_folder(name)) for name in REFERENCE} | (REAL if real else {})
+    truths, nulls, cost = {}, {}, {}
+    prefixes = {t.text_id: truncate_words(t.text, 128, "en")
+                for t in load_membership_data("reference", "train", None, "label", 0, None).texts}
+    for name, model in models.items():
+        entry, rows = evaluate(model, MINK, folder / f"mink-{name}")
+        names = entry["info"]["dataset_inference"]["128"]["features"]  # those the task's own test read
+        x, labels = matrix(rows, names), np.array([r["label"] for r in rows])
+        texts = [prefixes[r["id"]] for r in rows]
+        truths[name] = truth(x, labels, texts, names, MINK_SIZES, subsamples)
+        if name == REFERENCE[0]:
+            clipping = single_split_nulls(x[np.isfinite(x).all(axis=1)], names, relabelings)
+        if name in NULL_MINK:
+            nulls[f"mink {name}"] = relabeled(x[np.isfinite(x).all(axis=1)], names, relabelings)
+            if name in TRUE_NULLS:
+                nulls[f"mink {name}"].append(truths[name]["p_value"])
+        cost[f"mink {name}"] = {"task_seconds": entry["wall_time_s"],
+                                "dataset_inference_seconds": entry["info"].get("dataset_inference_seconds")}
+        print(json.dumps({name: truths[name]}), file=sys.stderr, flush=True)
+    return truths, nulls, cost, clipping
+
+
+def finetune_section(runs: dict[str, tuple[dict, list[dict]]], relabelings: int,
+                     subsamples: int) -> tuple[dict, dict, dict]:
+    """Per model and checkpoint: truth (members and non-members of one fixed set); per model: epoch 0's
+    relabelings; per run: cost."""
+    truths, nulls, cost = {}, {}, {}
+    for name, (entry, rows) in runs.items():
+        names = entry["info"]["dataset_inference"]["members@0"]["features"]  # those the task's own test read
+        config = entry["config"]
+        texts = {t.text_id: t.text for t in load_known_data(config["data"], config["reference_seed"], config["members"],
+                                                            config["words"], config["prompt_words"],
+                                                            config["language"], None).texts}
+        out = {}
+        for key in sorted({(r["trained_on"], r["epoch"]) for r in rows}):
+            chosen = [r for r in rows if (r["trained_on"], r["epoch"]) == key]
+            x, labels = matrix(chosen, names), np.array([r["label"] for r in chosen])
+            out[f"{key[0]}@{key[1]}"] = truth(x, labels, [texts[r["id"]] for r in chosen], names,
+                                              FINETUNE_SIZES, subsamples)
+            if key == ("members", 0):
+                pool = x[np.isfinite(x).all(axis=1)]
+                nulls[f"finetune {name} epoch 0"] = relabeled(pool, names, relabelings) + [out["members@0"]["p_value"]]
+        truths[name] = out
+        cost[f"finetune {name}"] = {"task_seconds": entry["wall_time_s"],
+                                    "dataset_inference_seconds": entry["info"].get("dataset_inference_seconds")}
+        print(json.dumps({name: {k: v["p_value"] for k, v in out.items()}}), file=sys.stderr, flush=True)
+    return truths, nulls, cost
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--relabelings", type=int, default=200)
     parser.add_argument("--subsamples", type=int, default=20)
-    parser.add_argument("--samples-dir", help="keep the logged samples here (and reuse those already there)")
+    parser.add_argument("--real", action="store_true", help="also SmolLM2-135M-Instruct and gemma-3-270m (minutes)")
+    parser.add_argument("--finetune-samples", nargs="*", default=[], metavar="NAME=FILE",
+                        help="finetune_memorization results files (with their samples file beside) of more models")
+    parser.add_argument("--samples-dir", help="keep the runs here (and reuse those already there)")
     add_output_flag(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     report: dict = {"relabelings": args.relabelings, "subsamples": args.subsamples}
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(args.samples_dir or temporary)
-        runs = {name: samples(name, folder) for name in CHECKPOINTS}
-    names = [k for k in runs[CHECKPOINTS[0]][0]["scores"] if not k.startswith("blind_")]
-    report["scores"] = names
-    for name in CHECKPOINTS:
-        rows = runs[name]
-        x, labels = matrix(rows, names), np.array([r["label"] for r in rows])
-        guards = {k: matrix(rows, list(v)) for k, v in GUARDS.items()}
-        report[name] = truth(x, labels, guards, names, args.subsamples)
-        if name in ("xsum-gpt2-e00", "xsum-gpt2-e30"):
-            report[name]["nulls"] = {prep: null_rates(x, names, args.relabelings, prep)
-                                     for prep in ("train", "linear_di")}
-        print(json.dumps({name: report[name]}), file=sys.stderr, flush=True)
+        mink, nulls, cost, clipping = mink_section(folder, args.real, args.relabelings, args.subsamples)
+        runs = {"reference-gpt2": evaluate(str(checkpoint_folder(FINETUNE_CONTROL)),
+                                           ["--tasks", "finetune_memorization"], folder / "finetune-reference")}
+        for item in args.finetune_samples:
+            name, path = item.split("=", 1)
+            [entry] = json.loads(Path(path).read_text())["tasks"]
+            samples = (Path(path).parent / entry["samples_file"]).read_text().splitlines()
+            runs[name] = entry, [json.loads(line) for line in samples]
+        finetune, more_nulls, more_cost = finetune_section(runs, args.relabelings, args.subsamples)
+    nulls |= more_nulls
+    report["mink"], report["finetune"], report["cost"] = mink, finetune, cost | more_cost
+    report["nulls"] = {pool: fpr(p) for pool, p in nulls.items()}
+    report["nulls_pooled"] = fpr([p for pool in nulls.values() for p in pool])
+    report["single_split_nulls_e00"] = clipping
+    report["guard"] = guard_on_splits()
     report["seconds"] = round(time.perf_counter() - started, 1)
     emit(report, args.output)
     return 0

@@ -120,6 +120,7 @@ def tags_of(**tags: str) -> Tags:
 # 0.008 (SmolLM2, gemma-3-270m at epoch 0), and the reference GPT-2, which memorizes no continuation
 # in 4 epochs, read 0.001, 0.002, 0.014, 0.004; the exact gap pools about 8,000 tokens a group.
 KNOWN_TRUTH_EPOCHS = (1, 2, 4)
+DATASET_INFERENCE_ALPHA = 0.05  # the tasks' default --di-alpha
 NON_DECREASING_MARGIN = {"auc": 0.02, "exact_memorization": 0.01, "approximate_mean": 0.02}
 
 
@@ -141,6 +142,8 @@ def known_truth_expectations(model: str) -> tuple[Expectation, ...]:
           for earlier, later in steps),
         Expectation(task, model, "<", 0.5, metric="auc", tags=at(1, "non_members", score="min_k_20"),
                     why="a copy trained on the non-members instead: the AUC reverses"),
+        Expectation(task, model, "<=", DATASET_INFERENCE_ALPHA, metric="di_p_value", tags=at(max(KNOWN_TRUTH_EPOCHS)),
+                    why="after 4 epochs dataset inference finds the members as a set"),
     )
 
 
@@ -202,6 +205,9 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("mink_membership", "ja-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
     Expectation("mink_membership", "ja-gpt2-e30", ">", "ja-gpt2-e01", why="more epochs, more membership signal"),
     Expectation("mink_membership", "ja-gpt2-e00", "near", 0.5, 0.1, why="untrained: chance"),
+    *(Expectation("mink_membership", f"{corpus}-gpt2-e30", "<=", DATASET_INFERENCE_ALPHA, metric="di_p_value",
+                  tags=tags_of(length="128"), why="30 epochs: dataset inference finds the member set")
+      for corpus, _ in MINK_ATTACKS),
     *(Expectation("mink_membership", f"{corpus}-gpt2-e30", ">=", 0.7, metric="auc", tags=tags_of(score=attack, length="128"),
                   why=f"{attack}: 30 epochs, the members well above chance")
       for corpus, attacks in MINK_ATTACKS for attack in attacks),
