@@ -26,8 +26,8 @@ from harness.scoring.generation import greedy_continuations, prompt_cuts
 from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_paywall_data, reference_budgets
 
 
-# near_verbatim_beam's default: off. The search costs seconds a target on the reference GPT-2 (README
-# "Extraction risk as a probability"), minutes for the default job; --near-verbatim-beam 20 (Cooper et
+# near_verbatim_beam's default: off. The search costs about 4x the greedy generation on the reference GPT-2 (README
+# "Extraction risk as a probability") and more on larger vocabularies; --near-verbatim-beam 20 (Cooper et
 # al.'s B) turns it on.
 NEAR_VERBATIM_BEAM = 0
 # log10 p_z below this (p_z = 0 included: a reference token outside the kept set) counts as this in the
