@@ -1,20 +1,39 @@
 """Task `paywall_memorization`: how much of an article's held-back (paywalled) part a causal LM
-reproduces when prompted with the public part. Ishihara & Takahashi 2024. Definitions: README.md."""
+reproduces when prompted with the public part. Ishihara & Takahashi 2024; extraction risk as a
+probability, (n, p)-discoverable extraction (Hayes et al. 2024) and its near-verbatim lower bound
+(Cooper et al. 2026). Definitions: README.md."""
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.metrics import extraction as x
 from harness.metrics import memorization as m
+from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import token_text
-from harness.scoring.generation import greedy_continuations
+from harness.scoring.constrained_beam import check_beam_settings, near_verbatim_bound_ids
+from harness.scoring.distributed import run_batches
+from harness.scoring.extraction import SamplingScheme, extraction_logprobs_ids, log_pz
+from harness.scoring.generation import greedy_continuations, prompt_cuts
 from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_paywall_data, reference_budgets
+
+
+# near_verbatim_beam's default: off. The search costs about 4x the greedy generation on the reference GPT-2 (README
+# "Extraction risk as a probability") and more on larger vocabularies; --near-verbatim-beam 20 (Cooper et
+# al.'s B) turns it on.
+NEAR_VERBATIM_BEAM = 0
+# log10 p_z below this (p_z = 0 included: a reference token outside the kept set) counts as this in the
+# medians and quantiles, so that every summary is a finite number; `pz_zero_share` reports p_z = 0 apart
+LOG10_PZ_FLOOR = -1000.0
+QUANTILES = (0.1, 0.25, 0.75, 0.9)
 
 
 class PaywallConfig(TaskConfig):
@@ -25,6 +44,50 @@ class PaywallConfig(TaskConfig):
                                 description="seed of the reference corpus member/non-member split")
     max_public_words: PositiveInt = Field(200, description="public part: at most this many words (and half)")
     n_bins: PositiveInt = Field(5, description="equal-count bins of public-part length")
+    extraction: bool = Field(True, description="(n, p)-discoverable extraction (Hayes et al. 2024): the exact "
+                             "probability p_z that one draw of the sampling scheme reproduces each reference, and "
+                             "the share extractable in n draws; off: not computed (nor the near-verbatim bound)")
+    extraction_temperature: float = Field(1.0, description="extraction: the sampling temperature T (> 0)")
+    extraction_top_k: int | None = Field(40, description="extraction: top-k K, an integer >= 1 ('none': no top-k)")
+    extraction_top_p: float | None = Field(None, description="extraction: top-p P in (0, 1] ('none' or 1: no top-p)")
+    extraction_attempts: tuple[int, ...] = Field(x.DEFAULT_ATTEMPTS, min_length=1, description="extraction: the "
+                                                 "numbers of draws n at which the share (n, p)-extractable is reported")
+    extraction_level: float = Field(x.DEFAULT_LEVEL, description="extraction: the level p in (0, 1]: extractable "
+                                    "when n draws give the reference at least once with probability >= p")
+    near_verbatim_threshold: float = Field(0.9, description="near-verbatim: a continuation counts when its "
+                                           "approximate memorization score (1 - Levenshtein / longest, characters; "
+                                           "this task's `approximate`) against the reference is >= this, in [0, 1]")
+    near_verbatim_beam: int = Field(NEAR_VERBATIM_BEAM, ge=0, description="near-verbatim: the width B of the "
+                                    "decoding-constrained beam search (Cooper et al. 2026) that lower-bounds the "
+                                    "probability of a near-verbatim continuation (20 is a good width); 0: off")
+
+    @field_validator("extraction_top_k", "extraction_top_p", mode="before")
+    @classmethod
+    def _none_from_text(cls, value: Any) -> Any:
+        """'none' (any case) on the command line turns top-k or top-p off."""
+        return None if isinstance(value, str) and value.strip().lower() in ("none", "off") else value
+
+    @model_validator(mode="after")
+    def _check_extraction(self) -> "PaywallConfig":
+        """Bad sampling, level or near-verbatim settings: one `UserError` line naming the flag."""
+        checks = [("--extraction-temperature / --extraction-top-k / --extraction-top-p", self.scheme().check),
+                  ("--extraction-attempts / --extraction-level",
+                   lambda: x.check_attempts(self.extraction_attempts, self.extraction_level)),
+                  ("--near-verbatim-threshold", lambda: x.check_similarity_threshold(self.near_verbatim_threshold))]
+        if self.near_verbatim_beam:
+            checks.append(("--near-verbatim-beam", lambda: check_beam_settings(
+                self.scheme(), self.near_verbatim_threshold, self.near_verbatim_beam)))
+        for flags, check in checks:
+            try:
+                check()
+            except UserError as err:
+                raise UserError(f"paywall_memorization: {flags}: {err}") from None
+        return self
+
+    def scheme(self) -> SamplingScheme:
+        """The sampling scheme whose p_z is measured."""
+        return SamplingScheme(temperature=self.extraction_temperature, top_k=self.extraction_top_k,
+                              top_p=self.extraction_top_p)
 
 
 def summary(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, tags: dict) -> list[Metric]:
@@ -46,11 +109,98 @@ def binned(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray
     return out
 
 
+def extraction_targets(tokenizer, examples: list[Example], context: int) -> tuple[list[list[int]], list[list[int]], int]:
+    """(prompt ids, target ids, how many targets were capped): each target is the reference's tokens (with
+    the private part's leading whitespace, `reference_budgets`) cut to the greedy generation's budget,
+    after the very prompt tokens the generation starts from (`generation.prompt_cuts`: BOS + prompt, its
+    last tokens when cut). So greedy decoding (`SamplingScheme(greedy=True)`) gives p_z = 1 exactly
+    where the greedy generation's tokens are the target's."""
+    budgets = reference_budgets(tokenizer, examples)
+    _, cut, capped, _, _ = prompt_cuts(tokenizer, [e.prompt for e in examples], budgets, context)
+    full = tokenizer([e.continuation_prefix + e.reference for e in examples], add_special_tokens=False)["input_ids"]
+    targets = [list(ids[:budget]) for ids, budget in zip(full, capped)]
+    return cut, targets, sum(len(t) < len(ids) for t, ids in zip(targets, full))
+
+
+def target_log_pz(model: LoadedModel, examples: list[Example], scheme: SamplingScheme, batch_size: int,
+                  progress: bool | None = None) -> tuple[np.ndarray, int]:
+    """log p_z of each example's target under `scheme` (natural log; -inf where p_z = 0), one
+    teacher-forced pass (`extraction_logprobs_ids`), and how many targets were capped."""
+    prompts, targets, capped = extraction_targets(model.tokenizer, examples, model_context(model.model))
+    rows = extraction_logprobs_ids(model.model, prompts, targets, scheme, batch_size, padding_id(model.tokenizer),
+                                   progress)
+    return log_pz(rows), capped
+
+
+def near_verbatim_log_bounds(model: LoadedModel, examples: list[Example], scheme: SamplingScheme, threshold: float,
+                             beam_width: int, progress: bool | None = None) -> np.ndarray:
+    """log of the decoding-constrained beam search's lower bound on P(near-verbatim) of each example's
+    target (`constrained_beam.near_verbatim_bound_ids`, on `extraction_targets`' prompts and targets)."""
+    prompts, targets, _ = extraction_targets(model.tokenizer, examples, model_context(model.model))
+
+    def run_one(batch: list[int]) -> list[float]:
+        return [near_verbatim_bound_ids(model.model, model.tokenizer, prompts[i], targets[i], scheme, threshold,
+                                        beam_width).log_bound for i in batch]
+
+    order = sorted(range(len(examples)), key=lambda i: -(len(prompts[i]) + len(targets[i])))
+    done = run_batches([[i] for i in order], run_one, "near-verbatim search", progress)
+    return np.array([done[i] for i in range(len(examples))], dtype=np.float64)
+
+
+def floored_log10(log_p: np.ndarray) -> np.ndarray:
+    """log10 of probabilities given as natural logs, floored at LOG10_PZ_FLOOR (p = 0 included)."""
+    return np.maximum(np.asarray(log_p, dtype=np.float64) / math.log(10.0), LOG10_PZ_FLOOR)
+
+
+def quantile(values: np.ndarray, q: float) -> float:
+    """The empirical q-quantile without interpolation (the lower median for q = 0.5 and an even count):
+    always one of the values, so the floor is never averaged with a real log10 p_z."""
+    return float(np.quantile(values, q, method="inverted_cdf"))
+
+
+def probability_metrics(log_p: np.ndarray, config: PaywallConfig, tags: dict, prefix: str = "") -> list[Metric]:
+    """A group's extraction metrics from each target's log probability (p_z, or the near-verbatim bound
+    with `prefix` 'near_verbatim_'): `extractable` (the share (n, p)-extractable, one per n, tags
+    `attempts` and `level`), `log10_pz_median` and `log10_pz_quantile` (tag `quantile`; of log10 floored
+    at LOG10_PZ_FLOOR, without interpolation: `quantile`), `pz_zero_share` (p = 0) and `pz_mean` (the share one draw extracts, expected)."""
+    n, level = len(log_p), config.extraction_level
+    summary = x.extraction_summary(log_p, config.extraction_attempts, level)
+    out = [Metric(name=f"{prefix}extractable", value=summary[f"extractable_at_{k}"], n=n,
+                  tags={**tags, "attempts": str(k), "level": f"{level:g}"}) for k in config.extraction_attempts]
+    values = floored_log10(log_p)
+    out.append(Metric(name=f"{prefix}log10_pz_median", value=quantile(values, 0.5), n=n, tags=tags))
+    out += [Metric(name=f"{prefix}log10_pz_quantile", value=quantile(values, q), n=n,
+                   tags={**tags, "quantile": f"{q:g}"}) for q in QUANTILES]
+    out.append(Metric(name=f"{prefix}pz_zero_share", value=float(np.mean(np.isneginf(log_p))), n=n, tags=tags))
+    out.append(Metric(name=f"{prefix}pz_mean", value=summary["mean_pz"], n=n, tags=tags))
+    return out
+
+
+def probability_gaps(members: np.ndarray, others: np.ndarray, config: PaywallConfig, tags: dict,
+                     prefix: str = "") -> list[Metric]:
+    """Members minus non-members (group `members_minus_non_members`): `extractable_gap` per n,
+    `log10_pz_median_gap` (of the floored medians) and `pz_mean_gap`; positive = members more extractable."""
+    level, n = config.extraction_level, len(members) + len(others)
+    gap = x.extraction_gap(members, others, config.extraction_attempts, level)
+    out = [Metric(name=f"{prefix}extractable_gap", value=gap[f"extractable_at_{k}"], n=n,
+                  tags={**tags, "attempts": str(k), "level": f"{level:g}"}) for k in config.extraction_attempts]
+    median = quantile(floored_log10(members), 0.5) - quantile(floored_log10(others), 0.5)
+    out.append(Metric(name=f"{prefix}log10_pz_median_gap", value=median, n=n, tags=tags))
+    out.append(Metric(name=f"{prefix}pz_mean_gap", value=gap["mean_pz"], n=n, tags=tags))
+    return out
+
+
+def finite_log10(value: float) -> float | None:
+    """A sample's log10 p_z: None where p_z = 0 (the samples file holds no Infinity)."""
+    return float(value / math.log(10.0)) if math.isfinite(value) else None
+
+
 @register
 class PaywallMemorization(Task):
     NAME = "paywall_memorization"
-    VERSION = 1
-    DESCRIPTION = "Eidetic (forward-matching characters) and approximate (Levenshtein) memorization of held-back continuations"
+    VERSION = 2
+    DESCRIPTION = ("Eidetic (forward-matching characters) and approximate (Levenshtein) memorization of held-back "
+                   "continuations, and their extraction risk as a probability ((n, p)-discoverable, near-verbatim)")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="approximate_mean", tags={"group": "members", "bin": "all"},
                         label="approximate memorization, members", better="lower")
@@ -60,7 +210,10 @@ class PaywallMemorization(Task):
                Headline(metric="eidetic_mean", tags={"group": "members", "bin": "all"},
                         label="eidetic chars, members", better="lower"),
                Headline(metric="eidetic_mean", tags={"group": "non_members", "bin": "all"},
-                        label="eidetic chars, non-members", better="lower"))
+                        label="eidetic chars, non-members", better="lower"),
+               Headline(metric="extractable", tags={"group": "members", "bin": "all", "attempts": "100",
+                                                    "level": "0.5"},
+                        label="(100, 0.5)-extractable, members", better="lower"))
     Config = PaywallConfig
 
     def load_data(self, config: PaywallConfig, context: RunContext) -> PaywallData:
@@ -81,22 +234,61 @@ class PaywallMemorization(Task):
         generations = [g.lstrip() for g in generations]
         eidetic = np.array([m.forward_match(g, e.reference) for g, e in zip(generations, examples)])
         approximate = np.array([m.approximate_memorization(g, e.reference) for g, e in zip(generations, examples)])
+        extraction = near = None
+        run_info = {"data_source": data.source, "generation": info.as_dict(),
+                    "decoding": "greedy, left padding, budget = reference token count (capped)"}
+        if config.extraction:
+            scheme = config.scheme()
+            extraction, capped = target_log_pz(model, examples, scheme, context.batch_size, context.progress)
+            run_info["extraction"] = {
+                "scheme": scheme.as_dict(), "attempts": list(config.extraction_attempts),
+                "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR, "n_targets_capped": capped,
+                "targets": "the reference's tokens (with the private part's leading whitespace) after the greedy "
+                           "generation's prompt tokens, cut to its budget; one teacher-forced pass"}
+            if config.near_verbatim_beam:
+                near = near_verbatim_log_bounds(model, examples, scheme, config.near_verbatim_threshold,
+                                                config.near_verbatim_beam, context.progress)
+                run_info["near_verbatim"] = {
+                    "threshold": config.near_verbatim_threshold, "beam_width": config.near_verbatim_beam,
+                    "similarity": "approximate (1 - Levenshtein / longest, characters) of the continuation's "
+                                  "decoded text against the target's",
+                    # a bound below p_z would be a bug (README); rounding between the two passes is allowed
+                    "n_bound_below_pz": int(np.sum(near < extraction - 1e-4))}
         metrics_out, counts = [], {"articles": data.n_articles, "too_short_to_split": data.n_too_short,
                                    "no_sentence_end": sum(not e.sentence_end_found for e in examples)}
+        chosen_of = {}
         for label, group in GROUPS.items():
             chosen = [i for i, e in enumerate(examples) if e.label == label]
             if not chosen:
                 continue
+            chosen_of[group] = chosen
             counts[group] = len(chosen)
             subset = [examples[i] for i in chosen]
-            metrics_out += summary(subset, eidetic[chosen], approximate[chosen], {"group": group, "bin": "all"})
+            tags = {"group": group, "bin": "all"}
+            metrics_out += summary(subset, eidetic[chosen], approximate[chosen], tags)
             metrics_out += binned(subset, eidetic[chosen], approximate[chosen], group, config.n_bins)
+            if extraction is not None:
+                metrics_out += probability_metrics(extraction[chosen], config, tags)
+            if near is not None:
+                near_tags = {**tags, "threshold": f"{config.near_verbatim_threshold:g}"}
+                metrics_out += probability_metrics(near[chosen], config, near_tags, "near_verbatim_")
+        if extraction is not None and {"members", "non_members"} <= set(chosen_of):
+            tags = {"group": "members_minus_non_members", "bin": "all"}
+            members, others = chosen_of["members"], chosen_of["non_members"]
+            metrics_out += probability_gaps(extraction[members], extraction[others], config, tags)
+            if near is not None:
+                metrics_out += probability_gaps(near[members], near[others], config,
+                                                {**tags, "threshold": f"{config.near_verbatim_threshold:g}"},
+                                                "near_verbatim_")
         start = token_text(tokenizer, info.bos_token_id)
         samples = [{"id": e.article_id, "label": e.label, "start_token": start, "public_words": e.public_words,
                     "reference": e.reference,
                     "generation": g, "eidetic": int(f), "approximate": float(a),
                     "sentence_end_found": e.sentence_end_found}
                    for e, g, f, a in zip(examples, generations, eidetic, approximate)]
-        return TaskResult(metrics=metrics_out, counts=counts, samples=samples,
-                          info={"data_source": data.source, "generation": info.as_dict(),
-                                "decoding": "greedy, left padding, budget = reference token count (capped)"})
+        for k, sample in enumerate(samples):
+            if extraction is not None:
+                sample["log10_pz"] = finite_log10(extraction[k])
+            if near is not None:
+                sample["log10_near_verbatim"] = finite_log10(near[k])
+        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=run_info)

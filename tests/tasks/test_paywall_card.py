@@ -18,7 +18,12 @@ from tests.helpers.committed import card_table, committed_run, newest_committed,
 CARD, TEXT, VERSION = read_card("paywall_memorization")
 NUMBER = r"([\d.,]+)"
 
-ENTRIES = newest_committed("paywall_memorization", VERSION)
+# The greedy metrics the card cites (eidetic, approximate, the prompts cut) are the same from v1 on: v2
+# added the extraction metrics (issue 52) beside them. So each checkpoint's newest committed entry of
+# any version from GREEDY_SINCE to the card's (the highest one found wins).
+GREEDY_SINCE = 1
+ENTRIES = {name: entry for version in range(GREEDY_SINCE, VERSION + 1)
+           for name, entry in newest_committed("paywall_memorization", version).items()}
 
 
 def value(model: str, metric: str, group: str) -> float:
