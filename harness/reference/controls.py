@@ -142,8 +142,6 @@ def known_truth_expectations(model: str) -> tuple[Expectation, ...]:
           for earlier, later in steps),
         Expectation(task, model, "<", 0.5, metric="auc", tags=at(1, "non_members", score="min_k_20"),
                     why="a copy trained on the non-members instead: the AUC reverses"),
-        Expectation(task, model, "<=", DATASET_INFERENCE_ALPHA, metric="di_p_value", tags=at(max(KNOWN_TRUTH_EPOCHS)),
-                    why="after 4 epochs dataset inference finds the members as a set"),
     )
 
 
@@ -189,6 +187,11 @@ REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
                     "as Gemma always reads its BOS first; stereoset's card)"),
     *known_truth_expectations(SMOLLM2),
     *known_truth_expectations(GEMMA),
+    # dataset inference on a real model's copy after 4 epochs (the reference GPT-2 learns too little in 4
+    # epochs for 64 texts a side: bench_dataset_inference)
+    *(Expectation("finetune_memorization", model, "<=", DATASET_INFERENCE_ALPHA, metric="di_p_value",
+                  tags=tags_of(epoch="4", trained_on="members"),
+                  why="after 4 epochs dataset inference finds the members as a set") for model in (SMOLLM2, GEMMA)),
 )
 
 
