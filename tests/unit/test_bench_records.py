@@ -198,6 +198,49 @@ CITATIONS = [
                         r["privacy"][0]["memorization_45_subset_score"]["1"],
                         r["privacy"][1]["memorization_45_subset_score"]["1"]]
              if r["privacy"][1]["recipe"]["finetune_method"] == "lora" else []),
+    # docs/dataset-inference.md: dataset inference's error rates on known truth
+    Citation("docs/dataset-inference.md", "bench_dataset_inference",
+             "{}% of the {} p-values fell at or below 0.05 (95% interval {}% to {}%), their mean {}",
+             lambda r: [100 * r["nulls_pooled"]["fpr@0.05"], r["nulls_pooled"]["count"],
+                        *(100 * v for v in r["nulls_pooled"]["fpr_ci95"]), r["nulls_pooled"]["mean_p"]]
+             if len(r["nulls"]) == 7 and r["nulls_pooled"]["ks_uniform_p"] < 0.01 else []),
+    Citation("docs/dataset-inference.md", "bench_dataset_inference",
+             "{}% at or below 0.05 on the untrained model's pool (95% interval {}% to {}%), KS p = {}. "
+             "`linear_di.py`'s clipping on the same halvings: {}%",
+             lambda r: [100 * r["single_split_nulls_e00"]["train"]["fpr@0.05"],
+                        *(100 * v for v in r["single_split_nulls_e00"]["train"]["fpr_ci95"]),
+                        r["single_split_nulls_e00"]["train"]["ks_uniform_p"],
+                        100 * r["single_split_nulls_e00"]["linear_di"]["fpr@0.05"]]),
+    Citation("docs/dataset-inference.md", "bench_dataset_inference",
+             "{} suspect and {} validation texts: the 30-epoch reference GPT-2 p = {} ({} texts a side suffice); "
+             "after 1 epoch p = {} where the best single score's AUC is only {}, and half the seeded subsamples "
+             "reject from {} texts a side",
+             lambda r: [*r["mink"]["xsum-gpt2-e30"]["texts_per_side"], r["mink"]["xsum-gpt2-e30"]["p_value"],
+                        r["mink"]["xsum-gpt2-e30"]["smallest_n"], r["mink"]["xsum-gpt2-e01"]["p_value"],
+                        r["mink"]["xsum-gpt2-e01"]["best_auc"], r["mink"]["xsum-gpt2-e01"]["smallest_n"]]),
+    Citation("docs/dataset-inference.md", "bench_dataset_inference",
+             "SmolLM2 after 1, 2 and 4 epochs p = {}, {} and {} (half the subsamples reject from {}, {} and {} texts "
+             "a side); gemma-3-270m after 1 epoch p = {}; the reference GPT-2's copy, which learns little in 4 "
+             "epochs (best single AUC {}), p = {}",
+             lambda r: [*(r["finetune"]["smollm2-135m"][f"members@{e}"]["p_value"] for e in (1, 2, 4)),
+                        *(r["finetune"]["smollm2-135m"][f"members@{e}"]["smallest_n"] for e in (1, 2, 4)),
+                        r["finetune"]["gemma-3-270m"]["members@1"]["p_value"],
+                        r["finetune"]["reference-gpt2"]["members@4"]["best_auc"],
+                        r["finetune"]["reference-gpt2"]["members@4"]["p_value"]]
+             if r["finetune"]["reference-gpt2"]["members@4"]["smallest_n"] is None else []),
+    Citation("docs/dataset-inference.md", "bench_dataset_inference",
+             "p = {} on the reference split, {} on the shifted control (XSum against StereoSet sentences) and {} on "
+             "the era control",
+             lambda r: [r["guard"]["reference"], r["guard"]["reference:shifted"], r["guard"]["reference:era"]]),
+    Citation("docs/dataset-inference.md", "bench_dataset_inference",
+             "was {} s of SmolLM2's {} s mink_membership run and {} s of its {} s finetune_memorization run; on the "
+             "small reference GPT-2 it was {} s of a {} s run ({}%), and {} s of a {} s finetune_memorization run",
+             lambda r: [*(r["cost"]["mink smollm2-135m"][k] for k in ("dataset_inference_seconds", "task_seconds")),
+                        *(r["cost"]["finetune smollm2-135m"][k] for k in ("dataset_inference_seconds", "task_seconds")),
+                        *(r["cost"]["mink xsum-gpt2-e00"][k] for k in ("dataset_inference_seconds", "task_seconds")),
+                        100 * r["cost"]["mink xsum-gpt2-e00"]["dataset_inference_seconds"]
+                        / r["cost"]["mink xsum-gpt2-e00"]["task_seconds"],
+                        *(r["cost"]["finetune reference-gpt2"][k] for k in ("dataset_inference_seconds", "task_seconds"))]),
     # tasks/stereoset/README.md: agreement with the official code, a row per record
     stereoset_row("xsum-gpt2-e30", "reference GPT-2 (`xsum-gpt2-e30`), `--causal-context official`", same_to=True),
     stereoset_row("xsum-gpt2-e30-bos", "the same, `--causal-context bos` (v1)", same_to=False),
