@@ -137,6 +137,11 @@ def test_the_untrained_model_on_the_shifted_split_is_its_committed_results_file(
     figures = sentence(TEXT, r"nothing, reaches LOSS AUC ([\d.]+), Min-K% ([\d.]+) and zlib ([\d.]+) at 128 words")
     for text, score in zip(figures, ("loss", "min_k_20", "zlib"), strict=True):
         assert same(text, aucs[score]), (score, text, aucs[score])
+    inference = {m.name: m.value for m in entry.metrics if m.name.startswith("di_") and m.tags == {"length": "128"}}
+    stated = sentence(TEXT, r"finds\W+the set too \(p = (\S+) at 128 words\), and its IID guard says why: it rejects on "
+                            r"the texts alone \(p = (\S+)\)")
+    assert same(stated[0], inference["di_p_value"]) and same(stated[1], inference["di_guard_p_value"])
+    assert any("IID guard rejects" in line for line in entry.warnings)
 
 
 def kept(split: str, lengths: list[int]) -> list[str]:
