@@ -43,13 +43,13 @@ from scipy.stats import binomtest, kstest
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
 from harness.metrics.memorization import roc_auc
+from harness.reference.checkpoints import resolve_reference_model
 from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
 from tasks.finetune_memorization.data import load_known_data
 from tasks.mink_membership.data import load_membership_data
 
 ROOT = Path(__file__).resolve().parents[1]
-WEIGHTS = ROOT / "harness" / "reference" / "weights"
 REFERENCE = ("xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30")
 REAL = {"smollm2-135m": "pretrained:smollm2-135m-instruct", "gemma-3-270m": "pretrained:gemma-3-270m"}
 NULL_MINK = ("xsum-gpt2-e00", "xsum-gpt2-e30", *REAL)  # pools whose random relabelings are nulls
@@ -62,11 +62,9 @@ FINETUNE_CONTROL = "xsum-gpt2-outside-e05"
 
 
 def checkpoint_folder(name: str) -> Path:
-    """The shipped folder of a reference checkpoint (`harness/reference/weights/*/<name>`)."""
-    found = sorted(WEIGHTS.glob(f"*/{name}/config.json"))
-    if not found:
-        raise SystemExit(f"no shipped weights for {name} under {WEIGHTS}")
-    return found[-1].parent
+    """The folder of the reference checkpoint `membench run` scores (`reference:<name>`; not the tests'
+    quick builds, which share its name under another recipe digest)."""
+    return Path(resolve_reference_model(f"reference:{name}"))
 
 
 def evaluate(model: str, task_flags: list[str], folder: Path) -> tuple[dict, list[dict]]:

@@ -181,3 +181,30 @@ def test_the_stated_exact_gaps_of_lora_and_full_are_the_records():
         expected += [runs["LoRA", LORA_RECIPE.rank, LORA_RECIPE.alpha, LORA_RECIPE.learning_rate]["exact_gap"]["4"],
                      runs["full", None, None, FULL_LEARNING_RATE]["exact_gap"]["4"]]
     assert all(same(text, value) for text, value in zip(found, expected)), (found, expected)
+
+
+def test_the_stated_dataset_inference_p_values_are_the_files():
+    """"after 0, 1, 2 and 4 epochs: SmolLM2 {}, {}, {}, {}; gemma-3-270m ...; the reference GPT-2 ... (with LoRA ...)"
+    and the copies trained on the non-members: each the committed file's di_p_value, as written."""
+    entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
+
+    def p(model: str, epoch: int, trained_on: str = "members") -> float:
+        [found] = [m.value for m in entries[model].metrics
+                   if m.name == "di_p_value" and m.tags == {"epoch": str(epoch), "trained_on": trained_on}]
+        return found
+
+    number = r"([\d.e-]+)"
+    curve = ", ".join([number] * 4)
+    stated = sentence(flat(CARD), rf"after 0, 1, 2 and 4 epochs: SmolLM2 {curve}; gemma-3-270m {curve}; the reference "
+                                  rf"GPT-2 {curve} \(with LoRA {curve}\)\. The copies trained on the non-members are "
+                                  rf"found too \(SmolLM2 {number}, gemma {number}, the reference GPT-2 {number}\)")
+    models = ("SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m", "xsum-gpt2-outside-e05", "xsum-gpt2-outside-e05-lora")
+    expected = [p(model, epoch) for model in models for epoch in (0, 1, 2, 4)]
+    expected += [p(model, 1, "non_members") for model in models[:3]]
+    assert len(stated) == len(expected)
+    for text, value in zip(stated, expected):
+        assert same(text, value), (text, value)
+    # the guard sees the texts only: one value for every model (to rounding in the fits' last digits)
+    guard = [m.value for entry in entries.values() for m in entry.metrics if m.name == "di_guard_p_value"]
+    assert len(guard) == len(entries) and max(guard) - min(guard) < 1e-9
+    assert same(sentence(flat(CARD), r"The IID guard reads\s+([\d.]+) on these texts")[0], guard[0])

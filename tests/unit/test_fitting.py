@@ -149,7 +149,7 @@ def test_batch_size_auto_on_a_cpu_scores_what_16_scores_and_is_recorded(capsys, 
     assert fixed.run.batch_size == 16 and fixed.run.max_batch_size is None
     assert auto.run.batch_size == "auto" and auto.run.max_batch_size == 256
     entry, fixed_entry = auto.task("paywall_memorization"), fixed.task("paywall_memorization")
-    assert set(entry.batch_sizes) == {"generating"} and entry.batch_sizes == fixed_entry.batch_sizes
+    assert set(entry.batch_sizes) == {"generating", "extraction"} and entry.batch_sizes == fixed_entry.batch_sizes
     assert [m.value for m in entry.metrics] == [m.value for m in fixed_entry.metrics]
     with pytest.raises(SystemExit) as exit_info:
         main(["evaluate", "--model", str(tiny_lm), "--tasks", "paywall_memorization", "--batch-size", "big"])
