@@ -220,14 +220,16 @@ CITATIONS = [
                         r["mink"]["xsum-gpt2-e01"]["best_auc"], r["mink"]["xsum-gpt2-e01"]["smallest_n"]]),
     Citation("docs/dataset-inference.md", "bench_dataset_inference",
              "SmolLM2 after 1, 2 and 4 epochs p = {}, {} and {} (half the subsamples reject from {}, {} and {} texts "
-             "a side); gemma-3-270m after 1 epoch p = {}; the reference GPT-2's copy, which learns little in 4 "
-             "epochs (best single AUC {}), p = {}",
+             "a side); gemma-3-270m after 1 epoch p = {}; the reference GPT-2's copy, which learns little (best "
+             "single AUC {} after 4 epochs), p = {} after 4 epochs, half the subsamples rejecting from {} texts a "
+             "side, and {} after 2",
              lambda r: [*(r["finetune"]["smollm2-135m"][f"members@{e}"]["p_value"] for e in (1, 2, 4)),
                         *(r["finetune"]["smollm2-135m"][f"members@{e}"]["smallest_n"] for e in (1, 2, 4)),
                         r["finetune"]["gemma-3-270m"]["members@1"]["p_value"],
                         r["finetune"]["reference-gpt2"]["members@4"]["best_auc"],
-                        r["finetune"]["reference-gpt2"]["members@4"]["p_value"]]
-             if r["finetune"]["reference-gpt2"]["members@4"]["smallest_n"] is None else []),
+                        r["finetune"]["reference-gpt2"]["members@4"]["p_value"],
+                        r["finetune"]["reference-gpt2"]["members@4"]["smallest_n"],
+                        r["finetune"]["reference-gpt2"]["members@2"]["p_value"]]),
     Citation("docs/dataset-inference.md", "bench_dataset_inference",
              "p = {} on the reference split, {} on the shifted control (XSum against StereoSet sentences) and {} on "
              "the era control",
