@@ -52,6 +52,11 @@ class PlotData:
     metrics: list[Metric | None]
     title: str
 
+    def value_format(self) -> str:
+        """How both plotters write a value: 3 decimals, or 3 significant digits on a log10 axis (a p-value of
+        1e-30); a Python format spec, which is also d3's."""
+        return ".3g" if self.head.log_scale else ".3f"
+
     def xs(self) -> list[float]:
         return sorted({x for _, points in self.series for x, _ in points})
 

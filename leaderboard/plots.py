@@ -39,11 +39,6 @@ def model_label(item: BoardEntry) -> str:
     return " " + label if label.startswith("_") else label  # matplotlib hides legend labels that start with _
 
 
-def value_text(data: PlotData, value: float) -> str:
-    """A value as a plot writes it: 3 decimals, or 3 significant digits on a log10 axis (a p-value of 1e-30)."""
-    return f"{value:.3g}" if data.head.log_scale else f"{value:.3f}"
-
-
 def reference_line(data: PlotData, axes, vertical: bool) -> None:
     """The headline's `reference_line`, where it has one: dashed, across the value axis (vertical
     for bars, horizontal for lines), its value written at the axes' edge."""
@@ -91,7 +86,7 @@ def bar_figure(data: PlotData) -> Figure:
     axes.set_ylim(len(rows) - 0.5, -0.5)  # the first (best) row at the top
     for position, value, up, down in zip(positions, values, high, low):
         end = value + up if value >= 0 else value - down  # past the error bar
-        axes.annotate(value_text(data, value), (end, position), xytext=(3 if value >= 0 else -3, 0),
+        axes.annotate(f"{value:{data.value_format()}}", (end, position), xytext=(3 if value >= 0 else -3, 0),
                       textcoords="offset points", va="center", ha="left" if value >= 0 else "right", fontsize=7)
     if data.head.ideal is not None:
         axes.axvline(data.head.ideal, color="#c44e52", linestyle="--", linewidth=1)

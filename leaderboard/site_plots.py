@@ -34,11 +34,6 @@ def _label(item: BoardEntry) -> str:
     return html.escape(plot_label(item), quote=False)
 
 
-def _digits(data: PlotData) -> str:
-    """The d3 format of a value: 3 decimals, or 3 significant digits on a log10 axis."""
-    return ".3g" if data.head.log_scale else ".3f"
-
-
 def _dashed_line(figure: go.Figure, data: PlotData, value: float, text: str, vertical: bool) -> None:
     """A dashed line across the value axis at `value` (vertical for bars), labelled `text`. A shape
     takes data coordinates but an annotation the log10 of them on a log axis (plotly.js), so there
@@ -59,7 +54,7 @@ def _bars(data: PlotData) -> go.Figure:
     names = [_label(item) for item, _ in rows]
     values = [metric.value for _, metric in rows]
     minus, plus = zip(*(data.error(metric) for _, metric in rows))
-    digits = _digits(data)
+    digits = data.value_format()
     bar = go.Bar(x=values, y=names, orientation="h", hovertemplate=f"%{{y}}: %{{x:{digits}}}<extra></extra>",
                  text=[f"{v:{digits}}" for v in values], textposition="inside", insidetextanchor="start",
                  textfont={"color": "white", "size": 10})
@@ -83,7 +78,7 @@ def _lines(data: PlotData) -> go.Figure:
         figure.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines+markers",
                                     name=_label(item), hovertemplate="%{fullData.name}<br>"
                                     + html.escape(data.axis_tag, quote=False)
-                                    + f" %{{x}}: %{{y:{_digits(data)}}}<extra></extra>"))
+                                    + f" %{{x}}: %{{y:{data.value_format()}}}<extra></extra>"))
     log = min(x for _, points in data.series for x, _ in points) > 0
     figure.update_xaxes(title=html.escape(data.axis_tag, quote=False), type="log" if log else "linear",
                         tickvals=data.xs(), ticktext=[f"{x:g}" for x in data.xs()])

@@ -12,8 +12,10 @@ an honest estimate of what the text distribution alone reveals.
 from __future__ import annotations
 
 import re
+import zlib
 
 import numpy as np
+from sklearn.decomposition import PCA
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.model_selection import StratifiedKFold
 from sklearn.naive_bayes import GaussianNB, MultinomialNB
@@ -176,10 +178,6 @@ def label_free_features(texts: list[str], max_features: int = GUARD_TERMS,
     the guard's test then stays valid under the null (labels exchangeable), which out-of-fold scores of a
     classifier fitted on the labels (`bag_of_words_scores`) are not (their AUC on a random split of the
     reference pool: 0.43). Constant features are dropped by the test itself."""
-    import zlib
-
-    from sklearn.decomposition import PCA
-
     first, last = CUTOFF_YEARS
     years = [latest_year(text) for text in texts]
     years = [y if y is not None and first <= y <= last else None for y in years]

@@ -88,11 +88,13 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
     labels = np.asarray(labels, dtype=int)
     x, present = feature_matrix(scores, names)
     try:
+        if not present:
+            raise UserError("no attack score to use")
         found = di.dataset_inference(x, labels, present, alpha=config.di_alpha, n_splits=config.di_splits,
-                                     seed=seed) if present else None
+                                     seed=seed)
     except UserError as err:
-        found, report.info["not_run"] = None, str(err)
-    if present and found is not None:
+        report.info["not_run"] = str(err)
+    else:
         report.metrics.append(Metric(name="di_p_value", value=found.p_value, n=found.n_suspect + found.n_validation,
                                      tags=tags))
         report.info |= {"p_value": found.p_value, "rejected": found.rejected, "alpha": found.alpha,
@@ -101,8 +103,6 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
                         "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
                         "dropped_features": list(found.dropped_features)}
-    elif not present:
-        report.info["not_run"] = "no attack score to use"
     if guard_texts is not None:
         guard = guard_report(labels, guard_texts, tags, config, seed)
         report.metrics += guard.metrics
