@@ -16,12 +16,20 @@ Measured:
             combined p-value of --relabelings seeded random halves of the pool (labels drawn independently of
             the texts: a null however well the model learnt), plus the true split where it is a null: the share
             of p <= 0.05 with its Clopper-Pearson 95% interval and the Kolmogorov-Smirnov p-value against
-            uniform, per pool and pooled over the pools
+            uniform, per pool and pooled over the pools; the same for twice the median of the same splits'
+            p-values (the rule membench used before, valid but conservative)
+  null_shape on e00's pool, the mean split z-score on 2,000 relabelings: its skewness, its upper quantiles
+            against a fitted normal's, and the share a normal fitted to 99 of them would reject at 0.05
+  fit_speed stacked Newton fits (`split_test.split_statistics`) against scikit-learn's LogisticRegression
+            (newton-cholesky, one split at a time) on the same splits of e00's pool: seconds per split
   truth     the true split's p-value, guard p-value and weights; per size n (texts per side), the share of
             --subsamples seeded subsamples with p < 0.05 (power) and the best single score's mean AUC on the
             same subsamples; `smallest_n`: the smallest n whose power reaches 0.5 (the median subsample rejects)
   guard     the IID guard on the label-free features of the reference, shifted and era splits (no model)
-  cost      dataset inference's own seconds (recorded by the task) against the task's wall time
+  cost      dataset inference's own seconds against the task's: `dataset_report.dataset_inference_report` at the
+            task's defaults re-timed on each run's scores, as the task calls it (every group; the guard once
+            per finetune run, at each length in mink), against the run's wall time without the dataset
+            inference it recorded (the model's work does not depend on the version)
 
     python bench/bench_dataset_inference.py [--relabelings 200] [--subsamples 20] [--real]
         [--finetune-samples NAME=FILE ...] [--samples-dir DIR] [--output FILE]
@@ -38,11 +46,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import binomtest, kstest
+from scipy.stats import binomtest, kstest, kurtosis, norm, skew, ttest_ind
+from sklearn.linear_model import LogisticRegression
 
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
+from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report
 from harness.metrics.memorization import roc_auc
+from harness.metrics.split_test import split_statistics
 from harness.reference.checkpoints import resolve_reference_model
 from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
@@ -94,30 +105,97 @@ def fpr(p_values: list[float]) -> dict:
             "ks_uniform_p": float(kstest(p_values, "uniform").pvalue), "mean_p": float(np.mean(p_values))}
 
 
-def relabeled(x: np.ndarray, names: list[str], relabelings: int) -> list[float]:
-    """The combined p-value of each seeded random halving of the pool."""
-    out = []
+def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], list[str] | None]]) -> dict:
+    """Dataset inference's seconds on a run's groups (labels, score rows, feature names, guard texts or None),
+    timed as the task runs it, against the run's wall time without the seconds it recorded."""
+    started = time.perf_counter()
+    for labels, rows, names, texts in groups:
+        dataset_inference_report(labels, rows, names, {}, DatasetInferenceConfig(), 0, texts)
+    seconds = time.perf_counter() - started
+    task = entry["wall_time_s"] - entry["info"].get("dataset_inference_seconds", 0.0)
+    return {"task_seconds_without": round(task, 2), "dataset_inference_seconds": round(seconds, 3),
+            "share": round(seconds / (task + seconds), 4)}
+
+
+def halving(seed: int, rows: int) -> np.ndarray:
+    """A seeded random half of `rows` texts labelled 1 (suspect), the rest 0."""
+    labels = np.zeros(rows, dtype=int)
+    labels[np.random.default_rng(10_000 + seed).permutation(rows)[: rows // 2]] = 1
+    return labels
+
+
+def relabeled(x: np.ndarray, names: list[str], relabelings: int) -> tuple[list[float], list[float]]:
+    """The combined p-value of each seeded random halving of the pool, and twice the median of its splits'
+    p-values."""
+    combined, twice_median = [], []
     for seed in range(relabelings):
-        labels = np.zeros(len(x), dtype=int)
-        labels[np.random.default_rng(10_000 + seed).permutation(len(x))[: len(x) // 2]] = 1
-        out.append(di.dataset_inference(x, labels, names, seed=seed, curve_sizes=None).p_value)
-    return out
+        result = di.dataset_inference(x, halving(seed, len(x)), names, seed=seed, curve_sizes=None)
+        combined.append(result.p_value)
+        twice_median.append(min(1.0, 2 * float(np.median(result.split_p_values))))
+    return combined, twice_median
 
 
 def single_split_nulls(x: np.ndarray, names: list[str], relabelings: int) -> dict:
-    """The first split's p-value (no combination) on the seeded random halves, with membench's clipping fitted
+    """One split's p-value (no combination) on the seeded random halves, with membench's clipping fitted
     on the training half ("train") and with linear_di.py's, which clips each side on all its texts
     ("linear_di"): the false-positive rate each gives."""
     out = {}
     for preprocessing in ("train", "linear_di"):
         p = []
         for seed in range(relabelings):
-            labels = np.zeros(len(x), dtype=int)
-            labels[np.random.default_rng(10_000 + seed).permutation(len(x))[: len(x) // 2]] = 1
-            p.append(di.dataset_inference(x, labels, names, seed=seed, n_splits=1, curve_sizes=None,
-                                          preprocessing=preprocessing).split_p_values[0])
+            labels = halving(seed, len(x))
+            train = di.split_mask(labels, min(labels.sum(), len(labels) - labels.sum()) // 2,
+                                  np.random.default_rng(seed))
+            p.append(di.split_p_value(x, labels, train, names, preprocessing=preprocessing).p_value)
         out[preprocessing] = fpr(p)
     return out
+
+
+def null_shape(x: np.ndarray, permutations: int = 2000) -> dict:
+    """The mean split z-score on `permutations` relabelings of one halving of the pool: its skewness and excess
+    kurtosis, its standardised 95th and 99th percentiles against the normal's 1.645 and 2.326, and the share
+    of its values that a normal fitted to 99 others (as a moment-matched p-value would be) puts at p <= 0.05."""
+    labels = halving(0, len(x))
+    found = di.combined(x, labels, di.SPLITS, permutations, min(labels.sum(), len(labels) - labels.sum()) // 2,
+                        np.random.default_rng(0), di.CLIP_FRACTION, False)
+    null = found.null
+    standard = (null - null.mean()) / null.std(ddof=1)
+    rng = np.random.default_rng(1)
+    hits = 0
+    for value in null[:1000]:
+        fitted = rng.choice(null, di.PERMUTATIONS, replace=False)
+        hits += norm.sf((value - fitted.mean()) / fitted.std(ddof=1)) <= 0.05
+    return {"relabelings": permutations, "skewness": round(float(skew(null)), 3),
+            "excess_kurtosis": round(float(kurtosis(null)), 3),
+            "q95_standardised": round(float(np.quantile(standard, 0.95)), 3),
+            "q99_standardised": round(float(np.quantile(standard, 0.99)), 3),
+            "normal_fit_fpr@0.05": hits / 1000}
+
+
+def fit_speed(x: np.ndarray, splits: int = 500) -> dict:
+    """Seconds per split of the stacked Newton fits and of scikit-learn fitting one split at a time (the same
+    model, unpenalised, with its Welch t-test), on `splits` relabelled splits of the pool."""
+    rng = np.random.default_rng(0)
+    labels = np.array([halving(seed, len(x)) for seed in range(splits)])
+    train = di.split_mask(labels, int(labels[0].sum()) // 2, rng)
+    started = time.perf_counter()
+    with di.blas().limit(limits=1):
+        for start in range(0, splits, di.FITS_PER_BATCH):
+            chunk = slice(start, start + di.FITS_PER_BATCH)
+            split_statistics(x, labels[chunk], train[chunk])
+    stacked = (time.perf_counter() - started) / splits
+    started = time.perf_counter()
+    count = 50
+    with di.blas().limit(limits=1):
+        for row in range(count):
+            fit, y = train[row], labels[row]
+            z = (x - x[fit & (y == 1)].mean(axis=0)) / x[fit & (y == 1)].std(axis=0)
+            model = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-10, max_iter=30).fit(z[fit], y[fit])
+            scores = model.decision_function(z[~fit])
+            ttest_ind(scores[y[~fit] == 1], scores[y[~fit] == 0], equal_var=False, alternative="greater")
+    one_at_a_time = (time.perf_counter() - started) / count
+    return {"texts": len(x), "scores": x.shape[1], "stacked_ms_per_split": round(1000 * stacked, 3),
+            "sklearn_ms_per_split": round(1000 * one_at_a_time, 3), "speedup": round(one_at_a_time / stacked, 1)}
 
 
 def power(x: np.ndarray, labels: np.ndarray, names: list[str], sizes: tuple[int, ...], subsamples: int) -> dict:
@@ -150,7 +228,9 @@ def truth(x: np.ndarray, labels: np.ndarray, texts: list[str], names: list[str],
     top = sorted(result.weights.items(), key=lambda kv: -abs(kv[1]))[:4]
     finite = np.isfinite(x).all(axis=1)
     aucs = {k: round(roc_auc(labels[finite], x[finite, j]), 4) for j, k in enumerate(names)}
-    return {"p_value": result.p_value, "texts_per_side": [result.n_suspect, result.n_validation],
+    return {"p_value": result.p_value, "null_sds": round(result.null_sds, 2),
+            "twice_median": min(1.0, 2 * float(np.median(result.split_p_values))),
+            "texts_per_side": [result.n_suspect, result.n_validation],
             "guard_p": di.iid_guard(features, labels, guard_names).p_value, "top_weights": {
                 k: round(v, 3) for k, v in top}, "best_auc": max(aucs.values()), "curve_seed0": [
                 [n, p] for n, p in result.curve], **power(x, labels, names, sizes, subsamples)}
@@ -168,10 +248,12 @@ def guard_on_splits() -> dict:
     return out
 
 
-def mink_section(folder: Path, real: bool, relabelings: int, subsamples: int) -> tuple[dict, dict, dict, dict]:
-    """Per model: truth; per null pool: relabelings' p-values; per run: cost; single splits' nulls by clipping."""
+def mink_section(folder: Path, real: bool, relabelings: int,
+                 subsamples: int) -> tuple[dict, dict, dict, dict, dict]:
+    """Per model: truth; per null pool: relabelings' p-values (combined, and twice the median); per run:
+    cost; on e00's pool: single splits' nulls by clipping, the null's shape and the fits' speed."""
     models = {name: str(checkpoint_folder(name)) for name in REFERENCE} | (REAL if real else {})
-    truths, nulls, cost = {}, {}, {}
+    truths, nulls, cost, e00 = {}, {}, {}, {}
     prefixes = {t.text_id: truncate_words(t.text, 128, "en")
                 for t in load_membership_data("reference", "train", None, "label", 0, None).texts}
     for name, model in models.items():
@@ -180,16 +262,18 @@ def mink_section(folder: Path, real: bool, relabelings: int, subsamples: int) ->
         x, labels = matrix(rows, names), np.array([r["label"] for r in rows])
         texts = [prefixes[r["id"]] for r in rows]
         truths[name] = truth(x, labels, texts, names, MINK_SIZES, subsamples)
+        pool = x[np.isfinite(x).all(axis=1)]
         if name == REFERENCE[0]:
-            clipping = single_split_nulls(x[np.isfinite(x).all(axis=1)], names, relabelings)
+            e00 = {"single_split_nulls": single_split_nulls(pool, names, relabelings), "null_shape": null_shape(pool),
+                   "fit_speed": fit_speed(pool)}
         if name in NULL_MINK:
-            nulls[f"mink {name}"] = relabeled(x[np.isfinite(x).all(axis=1)], names, relabelings)
+            nulls[f"mink {name}"] = relabeled(pool, names, relabelings)
             if name in TRUE_NULLS:
-                nulls[f"mink {name}"].append(truths[name]["p_value"])
-        cost[f"mink {name}"] = {"task_seconds": entry["wall_time_s"],
-                                "dataset_inference_seconds": entry["info"].get("dataset_inference_seconds")}
+                nulls[f"mink {name}"][0].append(truths[name]["p_value"])
+                nulls[f"mink {name}"][1].append(truths[name]["twice_median"])
+        cost[f"mink {name}"] = cost_of(entry, [(labels, [r["scores"] for r in rows], names, texts)])
         print(json.dumps({name: truths[name]}), file=sys.stderr, flush=True)
-    return truths, nulls, cost, clipping
+    return truths, nulls, cost, e00
 
 
 def finetune_section(runs: dict[str, tuple[dict, list[dict]]], relabelings: int,
@@ -203,18 +287,21 @@ def finetune_section(runs: dict[str, tuple[dict, list[dict]]], relabelings: int,
         texts = {t.text_id: t.text for t in load_known_data(config["data"], config["reference_seed"], config["members"],
                                                             config["words"], config["prompt_words"],
                                                             config["language"], None).texts}
-        out = {}
+        out, groups = {}, []
         for key in sorted({(r["trained_on"], r["epoch"]) for r in rows}):
             chosen = [r for r in rows if (r["trained_on"], r["epoch"]) == key]
             x, labels = matrix(chosen, names), np.array([r["label"] for r in chosen])
+            groups.append((labels, [r["scores"] or {} for r in chosen], names,
+                           None if groups else [texts[r["id"]] for r in chosen]))
             out[f"{key[0]}@{key[1]}"] = truth(x, labels, [texts[r["id"]] for r in chosen], names,
                                               FINETUNE_SIZES, subsamples)
             if key == ("members", 0):
                 pool = x[np.isfinite(x).all(axis=1)]
-                nulls[f"finetune {name} epoch 0"] = relabeled(pool, names, relabelings) + [out["members@0"]["p_value"]]
+                combined, twice_median = relabeled(pool, names, relabelings)
+                nulls[f"finetune {name} epoch 0"] = (combined + [out["members@0"]["p_value"]],
+                                                     twice_median + [out["members@0"]["twice_median"]])
         truths[name] = out
-        cost[f"finetune {name}"] = {"task_seconds": entry["wall_time_s"],
-                                    "dataset_inference_seconds": entry["info"].get("dataset_inference_seconds")}
+        cost[f"finetune {name}"] = cost_of(entry, groups)
         print(json.dumps({name: {k: v["p_value"] for k, v in out.items()}}), file=sys.stderr, flush=True)
     return truths, nulls, cost
 
@@ -233,7 +320,7 @@ def main() -> int:
     report: dict = {"relabelings": args.relabelings, "subsamples": args.subsamples}
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(args.samples_dir or temporary)
-        mink, nulls, cost, clipping = mink_section(folder, args.real, args.relabelings, args.subsamples)
+        mink, nulls, cost, e00 = mink_section(folder, args.real, args.relabelings, args.subsamples)
         runs = {"reference-gpt2": evaluate(str(checkpoint_folder(FINETUNE_CONTROL)),
                                            ["--tasks", "finetune_memorization"], folder / "finetune-reference")}
         for item in args.finetune_samples:
@@ -244,9 +331,10 @@ def main() -> int:
         finetune, more_nulls, more_cost = finetune_section(runs, args.relabelings, args.subsamples)
     nulls |= more_nulls
     report["mink"], report["finetune"], report["cost"] = mink, finetune, cost | more_cost
-    report["nulls"] = {pool: fpr(p) for pool, p in nulls.items()}
-    report["nulls_pooled"] = fpr([p for pool in nulls.values() for p in pool])
-    report["single_split_nulls_e00"] = clipping
+    report["nulls"] = {pool: fpr(p) for pool, (p, _) in nulls.items()}
+    report["nulls_pooled"] = fpr([p for pool, _ in nulls.values() for p in pool])
+    report["nulls_pooled_twice_median"] = fpr([p for _, pool in nulls.values() for p in pool])
+    report["e00"] = e00
     report["guard"] = guard_on_splits()
     report["seconds"] = round(time.perf_counter() - started, 1)
     emit(report, args.output)

@@ -8,8 +8,8 @@ Metrics (tags: the caller's, e.g. {"length": "128"} or {"epoch": "1", "trained_o
   di_guard_p_value  the same test on `blind.label_free_features` of the same texts (no model): a small
                     value means the two sets differ in distribution, and then di_p_value says nothing
                     about training
-The rest (decision, texts per side, weights, split p-values, the curve of p against texts per side, rows and
-features dropped) goes to the results file's info.
+The rest (decision, permutations, the statistic and its null, texts per side, weights, split p-values, the
+curve of p against texts per side, rows and features dropped) goes to the results file's info.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from harness.core.errors import UserError
 from harness.core.results import Metric
@@ -38,15 +38,26 @@ class DatasetInferenceConfig(TaskConfig):
                                     "the attack scores, with its IID guard; off: not computed")
     di_alpha: float = Field(0.05, gt=0, lt=1, description="dataset inference: the level at which the p-value "
                             "(and the IID guard's) rejects")
-    di_splits: PositiveInt = Field(10, description="dataset inference: seeded fit/test splits combined into one "
-                                   "p-value (twice their median)")
+    di_splits: PositiveInt = Field(di.SPLITS, description="dataset inference: seeded fit/test splits whose mean "
+                                   "z-score is the test statistic")
+    di_permutations: PositiveInt = Field(di.PERMUTATIONS, description="dataset inference: random relabelings of "
+                                         "the texts that calibrate the statistic; the smallest p-value is "
+                                         "1 / (permutations + 1), and the cost grows with them")
+
+    @model_validator(mode="after")
+    def _permutations_reach_alpha(self) -> "DatasetInferenceConfig":
+        if self.dataset_inference and 1 / (self.di_permutations + 1) > self.di_alpha:
+            raise ValueError(f"--di-permutations {self.di_permutations} cannot give a p-value at or below --di-alpha "
+                             f"{self.di_alpha:g} (the smallest is 1 / (permutations + 1)); use at least "
+                             f"{di.min_permutations(self.di_alpha)}")
+        return self
 
 
 def check_sides(config: DatasetInferenceConfig, labels: Sequence[int], where: str) -> None:
     """When the user asked for dataset inference (named one of its settings), a UserError if a side has fewer
     texts than one split needs (`dataset_inference.MIN_PER_SIDE`). Left at its defaults it runs where the
     texts allow and says where they do not (info `not_run`), so a small run of the other metrics still works."""
-    asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits"}
+    asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits", "di_permutations"}
     if not (config.dataset_inference and asked):
         return
     suspect = int(np.sum(np.asarray(labels) == 1))
@@ -91,14 +102,17 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
         if not present:
             raise UserError("no attack score to use")
         found = di.dataset_inference(x, labels, present, alpha=config.di_alpha, n_splits=config.di_splits,
-                                     seed=seed)
+                                     permutations=config.di_permutations, seed=seed)
     except UserError as err:
         report.info["not_run"] = str(err)
     else:
         report.metrics.append(Metric(name="di_p_value", value=found.p_value, n=found.n_suspect + found.n_validation,
                                      tags=tags))
         report.info |= {"p_value": found.p_value, "rejected": found.rejected, "alpha": found.alpha,
-                        "n_suspect": found.n_suspect, "n_validation": found.n_validation,
+                        "permutations": found.permutations, "statistic": round(found.statistic, 4),
+                        "null_mean": round(found.null_mean, 4), "null_sd": round(found.null_sd, 4),
+                        "null_sds": round(found.null_sds, 2), "n_suspect": found.n_suspect,
+                        "n_validation": found.n_validation,
                         "n_train_per_side": found.n_train_per_side, "features": present,
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
                         "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
@@ -120,13 +134,14 @@ def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, st
     x, names = label_free_features(list(texts))
     try:
         guard = di.iid_guard(x, np.asarray(labels, dtype=int), names, alpha=config.di_alpha,
-                             n_splits=config.di_splits, seed=seed)
+                             n_splits=config.di_splits, permutations=config.di_permutations, seed=seed)
     except UserError as err:
         report.info["not_run"] = str(err)
         return report
     report.metrics.append(Metric(name="di_guard_p_value", value=guard.p_value,
                                  n=guard.detail.n_suspect + guard.detail.n_validation, tags=tags))
-    report.info |= {"p_value": guard.p_value, "shifted": guard.shifted, "features": names,
+    report.info |= {"p_value": guard.p_value, "shifted": guard.shifted, "null_sds": round(guard.detail.null_sds, 2),
+                    "features": names,
                     "weights": rounded(guard.detail.weights)}
     if guard.shifted:
         report.guard_rejected = guard.p_value

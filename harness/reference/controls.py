@@ -187,9 +187,10 @@ REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
                     "as Gemma always reads its BOS first; stereoset's card)"),
     *known_truth_expectations(SMOLLM2),
     *known_truth_expectations(GEMMA),
-    # dataset inference on a real model's copy after 4 epochs (p 1e-28, 7e-18). Not on the reference GPT-2's,
-    # which `membench run` trains again on each machine: its p after 4 epochs, 0.013, is too near 0.05 for a
-    # reading whose training amplifies rounding (TOLERANCES)
+    # dataset inference on a real model's copy after 4 epochs (p 0.01, the smallest 99 relabelings give, at
+    # 15.8 and 17.4 null standard deviations). Not on the reference GPT-2's, which `membench run` trains again on
+    # each machine: its p after 4 epochs is 0.01 at only 3.4 null standard deviations (0.04 after 2 epochs), too
+    # near 0.05 for a reading whose training amplifies rounding (TOLERANCES)
     *(Expectation("finetune_memorization", model, "<=", DATASET_INFERENCE_ALPHA, metric="di_p_value",
                   tags=tags_of(epoch="4", trained_on="members"),
                   why="after 4 epochs dataset inference finds the members as a set") for model in (SMOLLM2, GEMMA)),

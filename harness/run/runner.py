@@ -85,8 +85,9 @@ def build_config(task: type[Task], overrides: dict[str, Any]) -> TaskConfig:
         return task.Config(**mine)
     except ValidationError as err:
         first = err.errors()[0]
-        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else task.NAME
-        raise UserError(f"{task.NAME}: {flag}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")  # a validator's own sentence, which names its flags
+        flag = "--" + str(first["loc"][0]).replace("_", "-") + ": " if first["loc"] else ""
+        raise UserError(f"{task.NAME}: {flag}{message}") from None
 
 
 def changed_settings(config: TaskConfig) -> list[str]:

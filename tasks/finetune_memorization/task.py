@@ -247,7 +247,7 @@ def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> d
 @register
 class FinetuneMemorization(Task):
     NAME = "finetune_memorization"
-    VERSION = 2
+    VERSION = 3
     DESCRIPTION = ("Memorization with known truth: a copy trained on known members, then membership attacks, "
                    "eidetic/approximate and exact memorization against held-out non-members, epoch by epoch")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})

@@ -205,6 +205,9 @@ def test_dataset_inference_asked_for_with_too_few_texts(capsys, tiny_lm, good_da
 
 def test_dataset_inference_settings_out_of_range(capsys, tiny_lm, good_data, out):
     assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-alpha", "1.5"), out, "--di-alpha", "less than 1")
+    # 9 relabelings cannot reach p <= 0.05 (the smallest permutation p-value is 1 / 10)
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-permutations", "9"), out,
+                      "--di-permutations 9 cannot give a p-value at or below --di-alpha 0.05", "at least 19")
 
 
 def test_malformed_json_line(capsys, tiny_lm, tmp_path, out):

@@ -104,8 +104,9 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     assert metric(entry, "epochs_to_auc", score="min_k_20", threshold="0.9") in (1, 3)
     # dataset inference: no evidence at epoch 0, members found after training (12 texts a side), no guard alarm
     p = {epoch: metric(entry, "di_p_value", epoch=str(epoch), trained_on="members") for epoch in (0, 1, 3)}
-    assert p[3] < p[1] < 0.05 < p[0]
+    assert p[3] <= p[1] < 0.05 < p[0]  # both may sit at the smallest p-value, 1 / (99 + 1)
     found = entry["info"]["dataset_inference"]["members@3"]
+    assert found["null_sds"] > entry["info"]["dataset_inference"]["members@1"]["null_sds"] > 2
     # every text counted: used on a side, or dropped (the ReCaLL shot, texts whose prefix + text overran the context)
     assert found["n_suspect"] + found["n_validation"] + found["dropped_rows"] == 24
     assert "dc_pdd" not in found["features"] and "min_k_20" in found["features"]
