@@ -20,7 +20,7 @@ Measured:
             p-values (the rule membench used before, valid but conservative)
   null_shape on e00's pool, the mean split z-score on 2,000 relabelings: its skewness, its upper quantiles
             against a fitted normal's, and the share a normal fitted to 99 of them would reject at 0.05
-  fit_speed stacked Newton fits (`split_test.split_statistics`) against scikit-learn's LogisticRegression
+  fit_speed stacked Newton fits (`splits.split_statistics`) against scikit-learn's LogisticRegression
             (newton-cholesky, one split at a time) on the same splits of e00's pool: seconds per split
   truth     the true split's p-value, guard p-value and weights; per size n (texts per side), the share of
             --subsamples seeded subsamples with p < 0.05 (power) and the best single score's mean AUC on the
@@ -53,7 +53,7 @@ from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
 from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report
 from harness.metrics.memorization import roc_auc
-from harness.metrics.split_test import split_statistics
+from harness.metrics.splits import split_statistics
 from harness.reference.checkpoints import resolve_reference_model
 from harness.scoring.text import truncate_words
 from record import add_output_flag, emit

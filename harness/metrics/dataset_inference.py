@@ -5,7 +5,7 @@ set and of a validation set known to be unseen and drawn from the same distribut
 linear classifier fitted on one part of each set; a one-sided t-test on the other part asks whether the
 suspect texts look more "seen" than the validation texts.
 
-One split (`split_p_value`, computed by `split_test`) follows `linear_di.py` step for step (clipping,
+One split (`split_p_value`, computed by `splits`) follows `linear_di.py` step for step (clipping,
 normalisation, the linear model, the one-sided t-test; `preprocessing="linear_di", equal_var=True` gives its
 p-value) but by default fits the clipping on the training rows only (linear_di.py's clipping of each side on
 all its texts leaks the labels of the held-out half) and uses Welch's t-test. `dataset_inference` averages
@@ -22,11 +22,10 @@ from functools import cache
 from typing import Literal, Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
 from threadpoolctl import ThreadpoolController
 
 from harness.core.errors import UserError
-from harness.metrics.split_test import CLIP_FRACTION, preprocess, split_statistics
+from harness.metrics.splits import CLIP_FRACTION, preprocess, split_statistics
 
 Preprocessing = Literal["train", "linear_di"]
 MIN_PER_SIDE = 4  # 2 texts per side fit the classifier, 2 are tested (a t-test needs 2 per group)
@@ -160,7 +159,7 @@ def split_p_value(features: np.ndarray, labels: np.ndarray, train: np.ndarray, n
                   preprocessing: Preprocessing = "train") -> SplitResult:
     """One split of Maini et al.'s test: clip and normalise (fitted on the `train` rows, or with
     preprocessing="linear_di" linear_di.py's own `preprocess` of every text), fit on the `train` rows
-    (boolean mask, the same number per side), one-sided t-test on the rest (`split_test.split_statistics`).
+    (boolean mask, the same number per side), one-sided t-test on the rest (`splits.split_statistics`).
     `equal_var=True` is linear_di.py's own Student t-test (SciPy's default); membench's default is
     Welch's, which has the same statistic when the held-out sides are equally large and Welch-Satterthwaite
     degrees of freedom instead of n_S + n_V - 2. With preprocessing="linear_di", equal_var=True this is
@@ -192,7 +191,7 @@ def permutation_p(statistic: float, null: np.ndarray) -> float:
 
 def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_train: int,
              rng: np.random.Generator, clip_fraction: float, equal_var: bool) -> Combined:
-    """Cross-fitting calibrated by permutation: the mean z-score (Stouffer's; `split_test.SplitStatistics.z`) of
+    """Cross-fitting calibrated by permutation: the mean z-score (Stouffer's; `splits.SplitStatistics.z`) of
     `n_splits` seeded splits of (x, y), against the same mean on each of `permutations` random relabelings of
     y (each with its own `n_splits` splits), by `permutation_p`. Under H0 the texts' labels are exchangeable,
     so the observed labelling and its relabelings are draws of one distribution, whatever the dependence

@@ -12,7 +12,7 @@ from scipy.stats import binom, kstest, norm, ttest_ind
 
 from harness.core.errors import UserError
 from harness.metrics import dataset_inference as di
-from harness.metrics import split_test
+from harness.metrics import splits
 
 NAMES = ["loss", "zlib", "min_k_20", "min_k_pp_20", "recall", "dc_pdd", "gradnorm"]
 
@@ -98,18 +98,18 @@ def derived_tolerance(found: dict, solver_gradient: float) -> float:
 def test_clip_outliers_by_hand_and_as_linear_di():
     # n = 80: k = int(80 * 0.05 / 2) = 2; the 2 lowest (-50, 1) become x_(2) = 1, the 2 highest (78, 100) x_(79) = 78
     x = np.array([100.0, -50.0, *range(1, 79)])
-    out = split_test.clip_outliers(x)
+    out = splits.clip_outliers(x)
     assert out[:2].tolist() == [78.0, 1.0] and out[2:].tolist() == list(map(float, range(1, 79)))
     assert out.tolist() == remove_outliers_clip(x).tolist()
     # n = 40: k = 1, the extremes become themselves; n < 40: k = 0, nothing clipped (linear_di.py fails)
-    assert split_test.clip_outliers(x[:40]).tolist() == x[:40].tolist()
-    assert split_test.clip_outliers(x[:10]).tolist() == x[:10].tolist()
+    assert splits.clip_outliers(x[:40]).tolist() == x[:40].tolist()
+    assert splits.clip_outliers(x[:10]).tolist() == x[:10].tolist()
     with pytest.raises(IndexError):
         remove_outliers_clip(x[:10])
     rng = np.random.default_rng(3)
     for n in (80, 157, 1000):
         y = rng.standard_t(2, n)
-        assert split_test.clip_outliers(y).tolist() == remove_outliers_clip(y).tolist()
+        assert splits.clip_outliers(y).tolist() == remove_outliers_clip(y).tolist()
 
 
 @pytest.mark.parametrize("fit", [newton_logistic, adam_logistic], ids=["mle", "adam_1000"])
@@ -153,16 +153,16 @@ def test_batched_splits_match_scipy_and_one_at_a_time():
                        2, axis=0)
     train = di.split_mask(labels, 30, rng)
     assert (train.sum(axis=1) == 60).all() and ((train & (labels == 1)).sum(axis=1) == 30).all()
-    found = split_test.split_statistics(x, labels, train)
+    found = splits.split_statistics(x, labels, train)
     for row in range(6):
         alone = di.split_p_value(x, labels[row], train[row], NAMES)
         assert found.p_value[row] == pytest.approx(alone.p_value, rel=1e-9)
         assert found.z[row] == pytest.approx(norm.isf(alone.p_value), rel=1e-6)
-    theta = split_test.fit_logistic(np.c_[x, np.ones(120)][None], labels[:1].astype(float))[0]
+    theta = splits.fit_logistic(np.c_[x, np.ones(120)][None], labels[:1].astype(float))[0]
     scores = np.c_[x, np.ones(120)] @ theta
     held = ~train[0]
     reference = ttest_ind(scores[held & (labels[0] == 1)], scores[held & (labels[0] == 0)], equal_var=False)
-    _, df = split_test.welch(scores[None], labels[:1], held[None])
+    _, df = splits.welch(scores[None], labels[:1], held[None])
     assert df[0] == pytest.approx(reference.df, rel=1e-12)
 
 
