@@ -136,15 +136,20 @@ def test_the_table_has_a_row_for_every_committed_real_task_and_no_other():
 
 
 def test_the_dates_are_the_files():
-    """'2026-11-26 (the MiniLM run 2026-11-25; the finetune_memorization rows, version 2, 2026-11-27 ...)': the
-    table's files, the MiniLM file and the finetune_memorization files were written then."""
+    """'2026-11-26 (the MiniLM run 2026-11-25; the finetune_memorization rows, version 3, and the mink_membership
+    rows, version 8, 2026-11-27 ...)': the table's files, the MiniLM file and the newer rows' files were written
+    then, at those versions."""
     stated = re.search(r"on 2 cores of an AMD EPYC \(AVX2\), (\d{4}-\d\d-\d\d) \(the MiniLM\s+run (\d{4}-\d\d-\d\d); "
-                       r"the\s+finetune_memorization\s+rows, version 2, (\d{4}-\d\d-\d\d)", DOC)
+                       r"the\s+finetune_memorization\s+rows, version (\d+), and the\s+mink_membership\s+rows, "
+                       r"version (\d+),\s+(\d{4}-\d\d-\d\d)", DOC)
     assert stated, "the section's dates"
     rows = {(MODELS[row["model"]], task_name(row["task"])) for row in ROWS}
-    finetune = {key for key in rows if key[1] == "finetune_memorization"}
-    assert {ENTRIES[key][0] for key in rows - finetune} == {stated.group(1)}
-    assert {ENTRIES[key][0] for key in finetune} == {stated.group(3)}
+    newer = {key for key in rows if key[1] in ("finetune_memorization", "mink_membership")}
+    assert {ENTRIES[key][0] for key in rows - newer} == {stated.group(1)}
+    assert {ENTRIES[key][0] for key in newer} == {stated.group(5)}
+    versions = {task: {str(ENTRIES[key][1].version) for key in newer if key[1] == task}
+                for task in ("finetune_memorization", "mink_membership")}
+    assert versions == {"finetune_memorization": {stated.group(3)}, "mink_membership": {stated.group(4)}}
     assert {ENTRIES[key][0] for key in OMITTED} == {stated.group(2)}
 
 
