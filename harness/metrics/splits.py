@@ -48,11 +48,19 @@ def clip_outliers(values: np.ndarray, fraction: float = CLIP_FRACTION) -> np.nda
     values, not the first kept one as `scipy.stats.mstats.winsorize` takes). k = 0 (n < 2 / fraction)
     clips nothing, where `linear_di.py` raises an IndexError (its `sorted_ids[-0:]` is every index)."""
     values = np.asarray(values, dtype=float)
-    k = int(len(values) * fraction / 2)
+    bounds = clip_bounds(values, fraction, axis=0)
+    return values.copy() if bounds is None else np.clip(values, *bounds)
+
+
+def clip_bounds(values: np.ndarray, fraction: float, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """`clip_outliers`'s bounds along `axis`: the order statistics x_(k) and x_(n-k+1) (1-based) with
+    k = floor(n * fraction / 2); None when k = 0 (nothing is clipped)."""
+    count = values.shape[axis]
+    k = int(count * fraction / 2)
     if k == 0:
-        return values.copy()
-    ordered = np.sort(values)
-    return np.clip(values, ordered[k - 1], ordered[len(values) - k])
+        return None
+    ordered = np.sort(values, axis=axis)
+    return np.take(ordered, k - 1, axis=axis), np.take(ordered, count - k, axis=axis)
 
 
 def preprocess(features: np.ndarray, labels: np.ndarray,
@@ -83,14 +91,12 @@ def preprocess_on_train(x: np.ndarray, labels: np.ndarray, train_rows: np.ndarra
     0. `x`: texts x features; `labels`: F x texts; `train_rows`: F x m row indices. Returns the clipping bounds
     (low, high: each F x features), the training rows' z (F x m x features), and the mean and 1 / std that
     made it (F x features; 1 / std is 0 for a dropped feature)."""
-    m = train_rows.shape[1]
-    k = int(m * clip_fraction / 2)
     fit = x[train_rows]
     low = np.full((len(fit), x.shape[1]), -np.inf)
     high = np.full_like(low, np.inf)
-    if k:
-        ordered = np.sort(fit, axis=1)
-        low, high = ordered[:, k - 1], ordered[:, m - k]
+    bounds = clip_bounds(fit, clip_fraction, axis=1)
+    if bounds is not None:
+        low, high = bounds
         fit = np.clip(fit, low[:, None], high[:, None])
     suspect = (np.take_along_axis(labels, train_rows, axis=1) == 1).astype(float)
     count = suspect.sum(axis=1)[:, None]
@@ -136,10 +142,8 @@ def fit_logistic(design: np.ndarray, target: np.ndarray) -> np.ndarray:
         a, weight = a[going], (prob * (1 - prob))[going] / rows
         hessian = np.matmul(a.transpose(0, 2, 1) * weight[:, None, :], a)
         hessian += RIDGE * (1 + np.trace(hessian, axis1=1, axis2=2) / width)[:, None, None] * identity
-        rows_going = np.flatnonzero(active)[going]
-        theta[rows_going] -= newton_step(hessian, gradient[going])
-        active[:] = False
-        active[rows_going] = True
+        active[active] = going
+        theta[active] -= newton_step(hessian, gradient[going])
     return theta
 
 
