@@ -29,7 +29,8 @@ Measured:
   cost      dataset inference's own seconds against the task's: `dataset_report.dataset_inference_report` at the
             task's defaults re-timed on each run's scores, as the task calls it (every group; the guard once
             per finetune run, at each length in mink), against the run's wall time without the dataset
-            inference it recorded (the model's work does not depend on the version)
+            inference it recorded (the model's work does not depend on the version); in a process that keeps
+            freed memory as membench's commands do, the fits on `fit_threads` threads (the BLAS pools' count)
 
     python bench/bench_dataset_inference.py [--relabelings 200] [--subsamples 20] [--real]
         [--finetune-samples NAME=FILE ...] [--samples-dir DIR] [--output FILE]
@@ -55,6 +56,7 @@ from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_infer
 from harness.metrics.memorization import roc_auc
 from harness.metrics.splits import split_statistics
 from harness.reference.checkpoints import resolve_reference_model
+from harness.run.heap import reuse_freed_memory
 from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
 from tasks.finetune_memorization.data import load_known_data
@@ -316,8 +318,9 @@ def main() -> int:
     parser.add_argument("--samples-dir", help="keep the runs here (and reuse those already there)")
     add_output_flag(parser)
     args = parser.parse_args()
+    reuse_freed_memory()  # as every membench command does: the cost is timed as the task meets it
     started = time.perf_counter()
-    report: dict = {"relabelings": args.relabelings, "subsamples": args.subsamples}
+    report: dict = {"relabelings": args.relabelings, "subsamples": args.subsamples, "fit_threads": di.fit_threads()}
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(args.samples_dir or temporary)
         mink, nulls, cost, e00 = mink_section(folder, args.real, args.relabelings, args.subsamples)

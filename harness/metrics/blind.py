@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 from sklearn.decomposition import PCA
-from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
 from sklearn.model_selection import StratifiedKFold
 from sklearn.naive_bayes import GaussianNB, MultinomialNB
 
@@ -48,10 +48,17 @@ def most_frequent_terms(texts: list[str], max_features: int | None, ngrams: int 
     if max_features is None:
         return None
     counter = CountVectorizer(ngram_range=(1, ngrams))
-    totals = np.asarray(counter.fit_transform(texts).sum(axis=0)).ravel()
+    counts = counter.fit_transform(texts)
     terms = counter.get_feature_names_out()
-    ranked = sorted(range(len(terms)), key=lambda i: (-totals[i], terms[i]))
-    return sorted(terms[i] for i in ranked[:max_features])
+    return list(terms[most_frequent_columns(counts, max_features)])
+
+
+def most_frequent_columns(counts, max_features: int) -> np.ndarray:
+    """`most_frequent_terms`' choice on a fitted `CountVectorizer`'s texts x terms `counts` (its columns are
+    the terms in alphabetical order, so a stable sort breaks ties by the term): the column indices of the `max_features`
+    highest summed counts, in column order."""
+    totals = np.asarray(counts.sum(axis=0)).ravel()
+    return np.sort(np.argsort(-totals, kind="stable")[:max_features])
 
 
 def bag_of_words_fold(train_texts: list[str], train_labels: np.ndarray, test_texts: list[str],
@@ -187,10 +194,14 @@ def label_free_features(texts: list[str], max_features: int = GUARD_TERMS,
                "zlib_bytes": [len(zlib.compress(text.encode("utf-8"))) for text in texts],
                "has_year": [float(y is not None) for y in years],
                "year": [float(y) if y is not None else fill for y in years]}
+    counter = CountVectorizer()  # tokenised once: the terms are chosen on these counts, then weighted
     try:
-        tfidf = TfidfVectorizer(vocabulary=most_frequent_terms(texts, max_features)).fit_transform(texts).toarray()
+        counts = counter.fit_transform(texts)
     except ValueError:  # no word in any text
         tfidf = np.zeros((len(texts), 0))
+    else:
+        chosen = most_frequent_columns(counts, max_features)
+        tfidf = TfidfTransformer().fit_transform(counts[:, chosen]).toarray()  # = TfidfVectorizer on those terms
     kept = min(components, tfidf.shape[1], len(texts) - 1)
     if kept > 0 and tfidf.var(axis=0).max() > 0:
         projected = PCA(n_components=kept, svd_solver="full").fit_transform(tfidf)

@@ -17,6 +17,7 @@ model-free scores.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal, Sequence
@@ -111,9 +112,16 @@ class IIDGuardResult:
 
 @cache
 def blas() -> ThreadpoolController:
-    """The BLAS/OpenMP pools loaded (found once): the fits run them on one thread, since on stacks of small
-    matrices their threads only contend."""
+    """The BLAS/OpenMP pools loaded (found once): each batch of fits runs them on one thread, since on
+    stacks of small matrices their threads only contend."""
     return ThreadpoolController()
+
+
+def fit_threads() -> int:
+    """Threads that fit batches of splits side by side: as many as the BLAS pools have now (the run's
+    thread count, which `harness.run.reproducible.set_threads` gives them; otherwise the library's
+    default, the available cores)."""
+    return max([pool["num_threads"] for pool in blas().info()], default=1)
 
 
 def check_input(features: np.ndarray, labels: np.ndarray, names: Sequence[str],
@@ -199,14 +207,15 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
     labelings = [y] + [rng.permutation(y) for _ in range(permutations)]
     labels = np.repeat(np.array(labelings), n_splits, axis=0)
     train = split_mask(labels, n_train, rng)
-    z, p, weights = [], [], []
-    with blas().limit(limits=1):
-        for start in range(0, len(labels), FITS_PER_BATCH):
-            chunk = slice(start, start + FITS_PER_BATCH)
-            found = split_statistics(x, labels[chunk], train[chunk], clip_fraction, equal_var)
-            z.append(found.z)
-            p.append(found.p_value[: max(0, n_splits - start)])
-            weights.append(found.weights[: max(0, n_splits - start)])
+    threads = fit_threads()
+    size = min(FITS_PER_BATCH, -(-len(labels) // threads))
+    chunks = [slice(start, start + size) for start in range(0, len(labels), size)]
+    with blas().limit(limits=1), ThreadPoolExecutor(min(threads, len(chunks))) as pool:
+        found = list(pool.map(lambda chunk: split_statistics(x, labels[chunk], train[chunk], clip_fraction,
+                                                             equal_var), chunks))
+    z = [part.z for part in found]
+    p = [part.p_value[: max(0, n_splits - chunk.start)] for part, chunk in zip(found, chunks)]
+    weights = [part.weights[: max(0, n_splits - chunk.start)] for part, chunk in zip(found, chunks)]
     means = np.concatenate(z).reshape(permutations + 1, n_splits).mean(axis=1)
     return Combined(p_value=permutation_p(float(means[0]), means[1:]), statistic=float(means[0]), null=means[1:],
                     null_mean=float(np.mean(means[1:])), null_sd=float(np.std(means[1:], ddof=1)),

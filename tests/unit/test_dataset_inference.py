@@ -166,6 +166,23 @@ def test_batched_splits_match_scipy_and_one_at_a_time():
     assert df[0] == pytest.approx(reference.df, rel=1e-12)
 
 
+def test_the_answer_does_not_depend_on_the_fit_threads(monkeypatch):
+    # the batches of fits are cut by the thread count (cores differ between machines), and a singular system
+    # gets the pseudo-inverse alone, so no fit depends on the batch it shares
+    rng = np.random.default_rng(5)
+    x = correlated_pool(rng, 60)
+    labels = np.r_[np.ones(30), np.zeros(30)].astype(int)
+    answers = []
+    for threads in (1, 3):
+        monkeypatch.setattr(di, "fit_threads", lambda threads=threads: threads)
+        answers.append(di.dataset_inference(x, labels, NAMES, seed=3, curve_sizes=(10,)))
+    assert answers[0] == answers[1]
+    hessian = np.stack([np.eye(2), np.ones((2, 2))])  # the second is singular
+    step = splits.newton_step(hessian, np.ones((2, 2)))
+    assert (step[0] == np.linalg.solve(hessian[0], np.ones(2))).all()
+    assert step[1] == pytest.approx(np.linalg.pinv(hessian[1]) @ np.ones(2))
+
+
 def test_permutation_p_by_hand():
     null = np.array([-1.0, 0.5, 2.0, 3.0])
     assert di.permutation_p(2.0, null) == pytest.approx(3 / 5)  # 1 + #{2.0, 3.0}
