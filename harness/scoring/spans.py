@@ -18,10 +18,17 @@ from harness.core.errors import UserError
 Span = tuple[int, int]
 
 
-def span_token_indices(offsets: list[tuple[int, int]], special: list[int], start: int, end: int) -> np.ndarray:
-    """Indices of the non-special tokens whose characters overlap [start, end)."""
-    return np.array([i for i, ((a, b), s) in enumerate(zip(offsets, special))
-                     if not s and b > a and a < end and b > start], dtype=np.int64)
+def span_token_indices(offsets: list[tuple[int, int]], special: list[int], spans: list[Span]) -> list[np.ndarray]:
+    """For each character span [start, end) of one text, the indices of the non-special tokens whose
+    characters overlap it (a token with characters [a, b), b > a, overlaps where a < end and b > start);
+    one spans x tokens comparison instead of a scan of the tokens per span."""
+    if not spans:
+        return []
+    bounds = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    wanted = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    usable = (np.asarray(special, dtype=bool) == 0) & (bounds[:, 1] > bounds[:, 0])
+    overlaps = usable & (bounds[:, 0] < wanted[:, 1:]) & (bounds[:, 1] > wanted[:, :1])
+    return [np.flatnonzero(row) for row in overlaps]
 
 
 def align_spans(tokenizer, texts: list[str], spans: list[list[Span]], context: int,
@@ -74,12 +81,10 @@ def _align(tokenizer, texts: list[str], spans: list[list[Span]], context: int,
         if len(row) > context:
             raise UserError(f"a text is {len(row)} tokens long, over the model's context of {context}: "
                             f"{text[:60]!r}")
-        found = []
-        for start, end in text_spans:
-            where = span_token_indices(offsets, special, start, end)
+        found = span_token_indices(offsets, special, text_spans)
+        for (start, end), where in zip(text_spans, found):
             if len(where) == 0:
                 raise UserError(f"characters {start}-{end} of {text[:60]!r} cover no token")
-            found.append(where)
         ids.append(row)
         positions.append(found)
     return ids, positions

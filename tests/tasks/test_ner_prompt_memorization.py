@@ -621,5 +621,5 @@ def test_the_name_span_selects_exactly_the_names_tokens(kind):
     for prompt in ("I met MASK today.", "MASK won.", "Say hi to MASK!"):
         sentence, (start, end) = P.fill(prompt, "Anna Berg")
         encoding = tokenizer.backend_tokenizer.encode(sentence)
-        chosen = _span_token_indices(encoding.offsets, encoding.special_tokens_mask, start, end)
+        [chosen] = _span_token_indices(encoding.offsets, encoding.special_tokens_mask, [(start, end)])
         assert tokenizer.decode([encoding.ids[i] for i in chosen]).strip() == "Anna Berg"
