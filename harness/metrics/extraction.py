@@ -106,20 +106,39 @@ def extraction_gap(member_log_pz: np.ndarray, nonmember_log_pz: np.ndarray,
 def prefix_distance_row(prefix: str, target: str, row: np.ndarray | None = None, done: str = "") -> np.ndarray:
     """Row j = Levenshtein(prefix, target[:j]) for j = 0..len(target) (the last row of the
     Wagner-Fischer table of `prefix` against `target`). With `row` given for `done` (a prefix of
-    `prefix`), only the characters after `done` are added. Each added character c:
-    r'[0] = r[0] + 1, r'[j] = min(r[j] + 1, r[j-1] + [c != t_j], r'[j-1] + 1); the last term, a
-    running minimum, is min_k<=j (u[k] + j - k), one cumulative minimum. Row j = len(target) is
-    rapidfuzz's Levenshtein.distance(prefix, target)."""
-    codes = np.frombuffer(target.encode("utf-32-le"), dtype=np.uint32)
-    steps = np.arange(len(codes) + 1, dtype=np.int64)
+    `prefix`), only the characters after `done` are added (`extend_distance_rows`). Row j = len(target)
+    is rapidfuzz's Levenshtein.distance(prefix, target)."""
     if row is None or not prefix.startswith(done):
-        row, done = steps.copy(), ""
-    for char in prefix[len(done):]:
+        row, done = np.arange(len(target) + 1, dtype=np.int64), ""
+    return extend_distance_rows(row[None], [prefix[len(done):]], target)[0]
+
+
+def extend_distance_rows(rows: np.ndarray, added: list[str], target: str) -> np.ndarray:
+    """`prefix_distance_row` of many prefixes at once: rows (prefixes x len(target) + 1), each prefix's
+    row, extended by its `added` characters. Each added character c, per row:
+    r'[0] = r[0] + 1, r'[j] = min(r[j] + 1, r[j-1] + [c != t_j], r'[j-1] + 1); the last term, a
+    running minimum, is min_k<=j (u[k] + j - k), one cumulative minimum along the row. The k-th
+    characters of every prefix are added together; a prefix with fewer keeps its row."""
+    codes = np.frombuffer(target.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    steps = np.arange(len(codes) + 1, dtype=np.int64)
+    order = np.argsort([-len(text) for text in added], kind="stable")  # longest first: the rows still going
+    lengths = [len(added[i]) for i in order]                            # at character k are a leading slice
+    rows = np.array(rows, dtype=np.int64)[order]
+    chars = np.zeros((len(added), lengths[0] if lengths else 0), dtype=np.int64)
+    for slot, i in enumerate(order):
+        chars[slot, :lengths[slot]] = np.frombuffer(added[i].encode("utf-32-le"), dtype=np.uint32)
+    going = len(added)
+    for k in range(chars.shape[1]):
+        while lengths[going - 1] <= k:
+            going -= 1
+        row = rows[:going]
         unit = np.empty_like(row)
-        unit[0] = row[0] + 1
-        unit[1:] = np.minimum(row[1:] + 1, row[:-1] + (codes != ord(char)))
-        row = np.minimum.accumulate(unit - steps) + steps
-    return row
+        unit[:, 0] = row[:, 0] + 1
+        unit[:, 1:] = np.minimum(row[:, 1:] + 1, row[:, :-1] + (codes != chars[:going, k, None]))
+        rows[:going] = np.minimum.accumulate(unit - steps, axis=1) + steps
+    restored = np.empty_like(rows)
+    restored[order] = rows
+    return restored
 
 
 def optimistic_similarity(min_distance: int, prefix_length: int, target_length: int) -> float:

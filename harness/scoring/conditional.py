@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+from typing import Callable
 
 import numpy as np
 import torch
@@ -41,6 +42,10 @@ def _encode(tokenizer, texts: list[str], limit: int | None, special: bool) -> li
     return [list(x[:limit]) if limit else list(x) for x in ids]
 
 
+# (logits: batch x positions x V, rows, positions, wanted token ids) -> one float64 score per (row, position)
+PositionScorer = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], np.ndarray]
+
+
 def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: bool, max_source: int | None,
                  max_target: int | None, add_start: bool = True) -> tuple[list[list[int]], list[list[int]]]:
     """Token ids of the sources and the targets, as the module docstring says, cut to the limits;
@@ -55,9 +60,12 @@ def encode_pairs(tokenizer, sources: list[str], targets: list[str], seq2seq: boo
 @torch.no_grad()
 def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], seq2seq: bool, batch_size: int = 16,
                     max_source: int | None = None, max_target: int | None = None,
-                    progress: bool | None = None, add_start: bool = True) -> list[np.ndarray]:
+                    progress: bool | None = None, add_start: bool = True,
+                    scorer: PositionScorer | None = None) -> list[np.ndarray]:
     """log p(y_t | source, y_<t) for every target token, one array per (source, target); a causal
-    source must have at least one token (`add_start=False`: without the BOS)."""
+    source must have at least one token (`add_start=False`: without the BOS). `scorer` replaces
+    log p with another score of the same logits (`extraction.pair_extraction_logprobs`: log q under
+    a sampling scheme)."""
     device = next(model.parameters()).device
     pad = padding_id(tokenizer)
     source_ids, target_ids = encode_pairs(tokenizer, sources, targets, seq2seq, max_source, max_target, add_start)
@@ -76,7 +84,7 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
             logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits[:, :-1]
             labels = inputs[:, 1:]
             starts = [len(source_ids[i]) - 1 for i in batch]
-        return _row_logprobs(logits, labels, starts, [len(target_ids[i]) for i in batch])
+        return _row_logprobs(logits, labels, starts, [len(target_ids[i]) for i in batch], scorer)
 
     logit_rows = [len(t) if seq2seq else n for t, n in zip(target_ids, lengths)]
     batches = logits_bounded_batches(longest_first(lengths), logit_rows, batch_size, output_vocabulary(model), device)
@@ -84,16 +92,21 @@ def target_logprobs(model, tokenizer, sources: list[str], targets: list[str], se
     return [done[i] for i in range(len(sources))]
 
 
-def _row_logprobs(logits: torch.Tensor, labels: torch.Tensor, starts: list[int], counts: list[int]) -> list[np.ndarray]:
+def _row_logprobs(logits: torch.Tensor, labels: torch.Tensor, starts: list[int], counts: list[int],
+                  scorer: PositionScorer | None = None) -> list[np.ndarray]:
     """For each row j of `logits` (batch, positions, V): log p(labels[j, p]) from logits[j, p] at
     p = starts[j] ... starts[j] + counts[j] - 1 (`causal.position_scores`: only those positions
-    normalized, a few at a time)."""
+    normalized, a few at a time), or `scorer`'s score there."""
     device = logits.device
     rows = np.repeat(np.arange(len(counts)), counts)
     positions = np.concatenate([np.arange(start, start + n) for start, n in zip(starts, counts)]).astype(np.int64)
     at_row, at_position = torch.from_numpy(rows), torch.from_numpy(positions)
-    flat, _, _, _ = position_scores(logits, at_row.to(device), at_position.to(device),
-                                 labels[at_row, at_position].to(device), distribution_stats=False)
+    wanted = labels[at_row, at_position]
+    if scorer is None:
+        flat, _, _, _ = position_scores(logits, at_row.to(device), at_position.to(device), wanted.to(device),
+                                        distribution_stats=False)
+    else:
+        flat = scorer(logits, at_row, at_position, wanted)
     return np.split(flat, np.cumsum(counts)[:-1])
 
 

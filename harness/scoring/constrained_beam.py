@@ -41,7 +41,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from harness.metrics.extraction import check_similarity_threshold, optimistic_similarity, prefix_distance_row
+from harness.metrics.extraction import (
+    check_similarity_threshold,
+    extend_distance_rows,
+    optimistic_similarity,
+    prefix_distance_row,
+)
 from harness.metrics.memorization import approximate_memorization
 from harness.core.errors import UserError
 from harness.scoring.batching import model_context
@@ -173,7 +178,8 @@ def near_verbatim_bound_ids(model, tokenizer, prompt_ids: list[int], target_ids:
 def _extend(tokenizer, beams: list[_Beam], total: torch.Tensor, target: str, threshold: float, width: int,
             limit: int, last: bool) -> list[tuple[int, _Beam]]:
     """The `width` most probable extensions (parent index, beam) that can still end in the set
-    (`last`: that are in it), examining at most `limit` of them, most probable first."""
+    (`last`: that are in it), examining at most `limit` of them, most probable first (a chunk of them
+    at a time, `_children`)."""
     flat = total.reshape(-1)
     vocabulary = total.shape[1]
     finite = int(torch.isfinite(flat).sum())
@@ -181,9 +187,10 @@ def _extend(tokenizer, beams: list[_Beam], total: torch.Tensor, target: str, thr
     seen, k = 0, min(finite, limit, 2 * width)
     while seen < min(finite, limit) and len(kept) < width:
         values, indices = torch.topk(flat, k)
-        for value, index in zip(values[seen:].tolist(), indices[seen:].tolist()):
-            parent, token = divmod(index, vocabulary)
-            child = _child(tokenizer, beams[parent], token, value, target, threshold, last)
+        parents, tokens = zip(*(divmod(index, vocabulary) for index in indices[seen:].tolist()))
+        children = _children(tokenizer, beams, list(parents), list(tokens), values[seen:].tolist(), target,
+                             threshold, last)
+        for parent, child in zip(parents, children):
             if child is not None:
                 kept.append((parent, child))
                 if len(kept) == width:
@@ -194,19 +201,27 @@ def _extend(tokenizer, beams: list[_Beam], total: torch.Tensor, target: str, thr
     return kept
 
 
-def _child(tokenizer, parent: _Beam, token: int, logq: float, target: str, threshold: float,
-           last: bool) -> _Beam | None:
-    """The parent extended by `token`, or None when it cannot end (`last`: does not end) in the set."""
-    tokens = parent.tokens + [token]
-    text = decoded(tokenizer, tokens)
+def _children(tokenizer, beams: list[_Beam], parents: list[int], tokens: list[int], logqs: list[float],
+              target: str, threshold: float, last: bool) -> list[_Beam | None]:
+    """Each beams[parent] extended by its token, or None where it cannot end (`last`: does not end) in
+    the set; the distance rows of all of them are extended together (`extend_distance_rows`)."""
+    sequences = [beams[p].tokens + [t] for p, t in zip(parents, tokens)]
+    texts = [decoded(tokenizer, sequence) for sequence in sequences]
     if last:
-        inside = approximate_memorization(text, target) >= threshold
-        return _Beam(tokens, logq, text, parent.row) if inside else None
-    stable = stable_prefix(tokenizer, text)
-    row = prefix_distance_row(stable, target, parent.row, parent.text)
-    if optimistic_similarity(int(row.min()), len(stable), len(target)) < threshold - PRUNE_SLACK:
-        return None
-    return _Beam(tokens, logq, stable, row)
+        return [_Beam(sequence, logq, text, beams[p].row) if approximate_memorization(text, target) >= threshold
+                else None for sequence, logq, text, p in zip(sequences, logqs, texts, parents)]
+    stable = [stable_prefix(tokenizer, text) for text in texts]
+    rows = np.stack([beams[p].row for p in parents])
+    added = []
+    for i, (text, p) in enumerate(zip(stable, parents)):
+        if text.startswith(beams[p].text):
+            added.append(text[len(beams[p].text):])
+        else:  # the new token changed the decoded text before it: the row starts again
+            rows[i] = np.arange(len(target) + 1)
+            added.append(text)
+    rows = extend_distance_rows(rows, added, target)
+    return [None if optimistic_similarity(int(row.min()), len(text), len(target)) < threshold - PRUNE_SLACK
+            else _Beam(sequence, logq, text, row) for sequence, logq, text, row in zip(sequences, logqs, stable, rows)]
 
 
 def _with_target_prefix(tokenizer, kept: list[tuple[int, _Beam]], beams: list[_Beam], total: torch.Tensor,
@@ -218,5 +233,6 @@ def _with_target_prefix(tokenizer, kept: list[tuple[int, _Beam]], beams: list[_B
     parent = next((i for i, b in enumerate(beams) if b.tokens == prefix[:-1]), None)
     if parent is None or not math.isfinite(float(total[parent, prefix[-1]])):
         return kept
-    child = _child(tokenizer, beams[parent], prefix[-1], float(total[parent, prefix[-1]]), target, -1.0, last)
+    [child] = _children(tokenizer, beams, [parent], [prefix[-1]], [float(total[parent, prefix[-1]])], target, -1.0,
+                        last)
     return kept[:width - 1] + [(parent, child)]

@@ -39,7 +39,7 @@ from harness.scoring.causal import (
     logits_bounded_batches,
     output_vocabulary,
 )
-from harness.scoring.conditional import encode_pairs
+from harness.scoring.conditional import encode_pairs, target_logprobs
 from harness.scoring.distributed import run_batches
 from harness.scoring.spans import longest_first
 
@@ -149,6 +149,24 @@ def extraction_logprobs(model, tokenizer, prompts: list[str], targets: list[str]
     scores = extraction_logprobs_ids(model, cut, target_ids, scheme, batch_size, padding_id(tokenizer), progress)
     bos = tokenizer.bos_token_id
     return scores, ExtractionInfo(scheme.as_dict(), bos, context, len(targets), n_cut)
+
+
+def pair_extraction_logprobs(model, tokenizer, sources: list[str], targets: list[str], seq2seq: bool,
+                             scheme: SamplingScheme, batch_size: int = 16, max_source: int | None = None,
+                             max_target: int | None = None, progress: bool | None = None) -> list[np.ndarray]:
+    """log q(y_t | source, y_<t) under the scheme's processed distribution for every target token of each
+    (source, target), the pairs read as `conditional.target_logprobs` reads them (a causal source after
+    its BOS, a seq2seq target with its end token, both cut to the limits): one teacher-forced pass of
+    a causal LM or of an encoder-decoder. log p_z is each array's sum (`log_pz`)."""
+    scheme.check()
+    warpers = scheme.processors()
+
+    def processed(logits: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor,
+                  wanted: torch.Tensor) -> np.ndarray:
+        return processed_target_logprobs(logits, rows, positions, wanted, scheme, warpers)
+
+    return target_logprobs(model, tokenizer, sources, targets, seq2seq, batch_size, max_source, max_target, progress,
+                           scorer=processed)
 
 
 def log_pz(token_logprobs: list[np.ndarray]) -> np.ndarray:

@@ -5,11 +5,10 @@ probability, (n, p)-discoverable extraction (Hayes et al. 2024) and its near-ver
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
@@ -22,6 +21,13 @@ from harness.scoring.causal import token_text
 from harness.scoring.constrained_beam import check_beam_settings, near_verbatim_bound_ids
 from harness.scoring.distributed import run_batches
 from harness.scoring.extraction import SamplingScheme, extraction_logprobs_ids, log_pz
+from harness.scoring.extraction_report import (
+    LOG10_PZ_FLOOR,
+    ExtractionConfig,
+    finite_log10,
+    probability_gaps,
+    probability_metrics,
+)
 from harness.scoring.generation import greedy_continuations, prompt_cuts
 from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_paywall_data, reference_budgets
 
@@ -30,13 +36,11 @@ from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_p
 # "Extraction risk as a probability") and more on larger vocabularies; --near-verbatim-beam 20 (Cooper et
 # al.'s B) turns it on.
 NEAR_VERBATIM_BEAM = 0
-# log10 p_z below this (p_z = 0 included: a reference token outside the kept set) counts as this in the
-# medians and quantiles, so that every summary is a finite number; `pz_zero_share` reports p_z = 0 apart
-LOG10_PZ_FLOOR = -1000.0
-QUANTILES = (0.1, 0.25, 0.75, 0.9)
 
 
-class PaywallConfig(TaskConfig):
+class PaywallSettings(TaskConfig):
+    """The task's data and bins."""
+
     data: str = Field("reference", description="JSONL ({id, public, private} or {id, text}, optional label) "
                       "or a reference corpus: 'reference' (English XSum) or 'reference:ja' (Japanese)")
     language: Literal["en", "ja"] = Field("en", description="word splitting: whitespace (en) or fugashi (ja)")
@@ -44,16 +48,13 @@ class PaywallConfig(TaskConfig):
                                 description="seed of the reference corpus member/non-member split")
     max_public_words: PositiveInt = Field(200, description="public part: at most this many words (and half)")
     n_bins: PositiveInt = Field(5, description="equal-count bins of public-part length")
-    extraction: bool = Field(True, description="(n, p)-discoverable extraction (Hayes et al. 2024): the exact "
-                             "probability p_z that one draw of the sampling scheme reproduces each reference, and "
-                             "the share extractable in n draws; off: not computed (nor the near-verbatim bound)")
-    extraction_temperature: float = Field(1.0, description="extraction: the sampling temperature T (> 0)")
-    extraction_top_k: int | None = Field(40, description="extraction: top-k K, an integer >= 1 ('none': no top-k)")
-    extraction_top_p: float | None = Field(None, description="extraction: top-p P in (0, 1] ('none' or 1: no top-p)")
-    extraction_attempts: tuple[int, ...] = Field(x.DEFAULT_ATTEMPTS, min_length=1, description="extraction: the "
-                                                 "numbers of draws n at which the share (n, p)-extractable is reported")
-    extraction_level: float = Field(x.DEFAULT_LEVEL, description="extraction: the level p in (0, 1]: extractable "
-                                    "when n draws give the reference at least once with probability >= p")
+
+
+class PaywallConfig(ExtractionConfig, PaywallSettings):
+    """`PaywallSettings`, then (n, p)-discoverable extraction's settings (`ExtractionConfig`), then the
+    near-verbatim bound's: pydantic lays fields out base classes last-first, so a results file lists
+    them in this order."""
+
     near_verbatim_threshold: float = Field(0.9, description="near-verbatim: a continuation counts when its "
                                            "approximate memorization score (1 - Levenshtein / longest, characters; "
                                            "this task's `approximate`) against the reference is >= this, in [0, 1]")
@@ -61,19 +62,10 @@ class PaywallConfig(TaskConfig):
                                     "decoding-constrained beam search (Cooper et al. 2026) that lower-bounds the "
                                     "probability of a near-verbatim continuation (20 is a good width); 0: off")
 
-    @field_validator("extraction_top_k", "extraction_top_p", mode="before")
-    @classmethod
-    def _none_from_text(cls, value: Any) -> Any:
-        """'none' (any case) on the command line turns top-k or top-p off."""
-        return None if isinstance(value, str) and value.strip().lower() in ("none", "off") else value
-
     @model_validator(mode="after")
-    def _check_extraction(self) -> "PaywallConfig":
-        """Bad sampling, level or near-verbatim settings: one `UserError` line naming the flag."""
-        checks = [("--extraction-temperature / --extraction-top-k / --extraction-top-p", self.scheme().check),
-                  ("--extraction-attempts / --extraction-level",
-                   lambda: x.check_attempts(self.extraction_attempts, self.extraction_level)),
-                  ("--near-verbatim-threshold", lambda: x.check_similarity_threshold(self.near_verbatim_threshold))]
+    def _check_near_verbatim(self) -> "PaywallConfig":
+        """Bad near-verbatim settings: one line naming the flag (the runner adds the task's name)."""
+        checks = [("--near-verbatim-threshold", lambda: x.check_similarity_threshold(self.near_verbatim_threshold))]
         if self.near_verbatim_beam:
             checks.append(("--near-verbatim-beam", lambda: check_beam_settings(
                 self.scheme(), self.near_verbatim_threshold, self.near_verbatim_beam)))
@@ -81,13 +73,8 @@ class PaywallConfig(TaskConfig):
             try:
                 check()
             except UserError as err:
-                raise UserError(f"paywall_memorization: {flags}: {err}") from None
+                raise ValueError(f"{flags}: {err}") from None
         return self
-
-    def scheme(self) -> SamplingScheme:
-        """The sampling scheme whose p_z is measured."""
-        return SamplingScheme(temperature=self.extraction_temperature, top_k=self.extraction_top_k,
-                              top_p=self.extraction_top_p)
 
 
 def summary(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, tags: dict) -> list[Metric]:
@@ -145,54 +132,6 @@ def near_verbatim_log_bounds(model: LoadedModel, examples: list[Example], scheme
     order = sorted(range(len(examples)), key=lambda i: -(len(prompts[i]) + len(targets[i])))
     done = run_batches([[i] for i in order], run_one, "near-verbatim search", progress)
     return np.array([done[i] for i in range(len(examples))], dtype=np.float64)
-
-
-def floored_log10(log_p: np.ndarray) -> np.ndarray:
-    """log10 of probabilities given as natural logs, floored at LOG10_PZ_FLOOR (p = 0 included)."""
-    return np.maximum(np.asarray(log_p, dtype=np.float64) / math.log(10.0), LOG10_PZ_FLOOR)
-
-
-def quantile(values: np.ndarray, q: float) -> float:
-    """The empirical q-quantile without interpolation (the lower median for q = 0.5 and an even count):
-    always one of the values, so the floor is never averaged with a real log10 p_z."""
-    return float(np.quantile(values, q, method="inverted_cdf"))
-
-
-def probability_metrics(log_p: np.ndarray, config: PaywallConfig, tags: dict, prefix: str = "") -> list[Metric]:
-    """A group's extraction metrics from each target's log probability (p_z, or the near-verbatim bound
-    with `prefix` 'near_verbatim_'): `extractable` (the share (n, p)-extractable, one per n, tags
-    `attempts` and `level`), `log10_pz_median` and `log10_pz_quantile` (tag `quantile`; of log10 floored
-    at LOG10_PZ_FLOOR, without interpolation: `quantile`), `pz_zero_share` (p = 0) and `pz_mean` (the share one draw extracts, expected)."""
-    n, level = len(log_p), config.extraction_level
-    summary = x.extraction_summary(log_p, config.extraction_attempts, level)
-    out = [Metric(name=f"{prefix}extractable", value=summary[f"extractable_at_{k}"], n=n,
-                  tags={**tags, "attempts": str(k), "level": f"{level:g}"}) for k in config.extraction_attempts]
-    values = floored_log10(log_p)
-    out.append(Metric(name=f"{prefix}log10_pz_median", value=quantile(values, 0.5), n=n, tags=tags))
-    out += [Metric(name=f"{prefix}log10_pz_quantile", value=quantile(values, q), n=n,
-                   tags={**tags, "quantile": f"{q:g}"}) for q in QUANTILES]
-    out.append(Metric(name=f"{prefix}pz_zero_share", value=float(np.mean(np.isneginf(log_p))), n=n, tags=tags))
-    out.append(Metric(name=f"{prefix}pz_mean", value=summary["mean_pz"], n=n, tags=tags))
-    return out
-
-
-def probability_gaps(members: np.ndarray, others: np.ndarray, config: PaywallConfig, tags: dict,
-                     prefix: str = "") -> list[Metric]:
-    """Members minus non-members (group `members_minus_non_members`): `extractable_gap` per n,
-    `log10_pz_median_gap` (of the floored medians) and `pz_mean_gap`; positive = members more extractable."""
-    level, n = config.extraction_level, len(members) + len(others)
-    gap = x.extraction_gap(members, others, config.extraction_attempts, level)
-    out = [Metric(name=f"{prefix}extractable_gap", value=gap[f"extractable_at_{k}"], n=n,
-                  tags={**tags, "attempts": str(k), "level": f"{level:g}"}) for k in config.extraction_attempts]
-    median = quantile(floored_log10(members), 0.5) - quantile(floored_log10(others), 0.5)
-    out.append(Metric(name=f"{prefix}log10_pz_median_gap", value=median, n=n, tags=tags))
-    out.append(Metric(name=f"{prefix}pz_mean_gap", value=gap["mean_pz"], n=n, tags=tags))
-    return out
-
-
-def finite_log10(value: float) -> float | None:
-    """A sample's log10 p_z: None where p_z = 0 (the samples file holds no Infinity)."""
-    return float(value / math.log(10.0)) if math.isfinite(value) else None
 
 
 @register

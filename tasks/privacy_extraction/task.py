@@ -25,6 +25,13 @@ from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
 from harness.metrics import memorization as m
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
+from harness.scoring.extraction import log_pz, pair_extraction_logprobs
+from harness.scoring.extraction_report import (
+    LOG10_PZ_FLOOR,
+    ExtractionConfig,
+    finite_log10,
+    probability_metrics,
+)
 from harness.scoring.generation import greedy_continuations
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import (
@@ -45,9 +52,9 @@ from harness.training.memory import Estimate, check_fits, estimate, model_device
 from harness.training.method import FinetuneMethodConfig
 
 
-class PrivacyConfig(FinetuneMethodConfig):
-    """The fine-tuning method and its learning rate: `FinetuneMethodConfig` (the seed's 1e-4 for full
-    fine-tuning)."""
+class PrivacyConfig(ExtractionConfig, FinetuneMethodConfig):
+    """The fine-tuning method and its learning rate (`FinetuneMethodConfig`: the seed's 1e-4 for full
+    fine-tuning), then (n, p)-discoverable extraction's settings (`ExtractionConfig`), then the task's."""
 
     n_unique: PositiveInt = Field(200, description="unique-N: strings seen once (the seed used 10,000)")
     n_persons: PositiveInt = Field(100, description="synthetic persons with PII")
@@ -119,6 +126,27 @@ def epoch_metrics(secrets: list[Secret], scores: list[dict[str, float]], epoch: 
     return out
 
 
+def secret_groups(secrets: list[Secret]) -> list[tuple[dict[str, str], np.ndarray]]:
+    """(tags, indices of the secrets) of each group the extraction metrics summarise: memorization-45 per
+    duplicate count (`times` 1-5) and over all, unique, and the persons (every field of a person's target)."""
+    def chosen(keep) -> np.ndarray:
+        return np.array([i for i, s in enumerate(secrets) if keep(s)], dtype=int)
+
+    groups = [({"group": "memorization-45", "times": str(d)},
+               chosen(lambda s, d=d: s.group == "memorization-45" and s.times == d)) for d in DUPLICATES]
+    groups.append(({"group": "memorization-45", "times": "all"}, chosen(lambda s: s.group == "memorization-45")))
+    groups.append(({"group": "unique", "times": "1"}, chosen(lambda s: s.group == "unique")))
+    groups.append(({"group": "privacy", "field": "all"}, chosen(lambda s: s.group == "privacy")))
+    return [(tags, where) for tags, where in groups if len(where)]
+
+
+def extraction_metrics(secrets: list[Secret], log_p: np.ndarray, epoch: int, config: PrivacyConfig) -> list[Metric]:
+    """Each group's (n, p)-discoverable extraction (`extraction_report.probability_metrics`) of the
+    secrets' targets under the sampling scheme, after `epoch` epochs."""
+    return [metric for tags, where in secret_groups(secrets)
+            for metric in probability_metrics(log_p[where], config, {"epoch": str(epoch), **tags})]
+
+
 def over_seeds(runs: list[list[Metric]]) -> list[Metric]:
     """One metric per position of the runs' (alike) metric lists: value = the mean over the runs,
     std = their sample standard deviation (ddof=1; None with one run), per_seed = each run's value.
@@ -175,10 +203,11 @@ def check_memory(model: LoadedModel, config: PrivacyConfig) -> dict:
 @register
 class PrivacyExtraction(Task):
     NAME = "privacy_extraction"
-    VERSION = 2
+    VERSION = 3
     LIMIT_VERSION = 2  # 2: --limit also cuts memorization-45 (and so the fine-tuning); 1 kept all 45
     DESCRIPTION = ("Memorization and PII leakage after fine-tuning: subset score and exact match of random "
-                   "strings (seen 1-5 times, unique) and synthetic persons' fields, worst-case epsilon")
+                   "strings (seen 1-5 times, unique) and synthetic persons' fields, worst-case epsilon, and "
+                   "each secret's extraction probability under sampling ((n, p)-discoverable)")
     MODEL_KINDS = frozenset({ModelKind.SEQ2SEQ, ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="subset_score", tags={"group": "memorization-45", "times": "all", "epoch": "8"},
                         label="memorization-45 subset score, 8 epochs", better="lower")
@@ -188,7 +217,10 @@ class PrivacyExtraction(Task):
                Headline(metric="exact_match", tags={"group": "privacy", "field": "all", "epoch": "8"},
                         label="PII exact match, 8 epochs", better="lower"),
                Headline(metric="epsilon", tags={"group": "unique", "epoch": "8"},
-                        label="worst-case epsilon, 8 epochs", better="lower"))
+                        label="worst-case epsilon, 8 epochs", better="lower"),
+               Headline(metric="extractable", tags={"group": "memorization-45", "times": "all", "epoch": "8",
+                                                    "attempts": "100", "level": "0.5"},
+                        label="memorization-45 (100, 0.5)-extractable, 8 epochs", better="lower"))
     Config = PrivacyConfig
 
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:
@@ -226,6 +258,7 @@ class PrivacyExtraction(Task):
                                    context.progress)
 
         public = logprobs(model.model)
+        scheme = config.scheme()
         samples: list[dict[str, Any]] = []
         # epoch -> seconds: "0" the public model's, every later epoch a list in seed order
         evaluation_seconds: dict[str, Any] = {}
@@ -241,8 +274,16 @@ class PrivacyExtraction(Task):
             tuned = public if epoch == 0 else logprobs(net)
             result.append(Metric(name="epsilon", value=m.worst_case_epsilon(public, tuned), n=len(unique),
                                  tags={"epoch": str(epoch), "group": "unique"}))
-            samples.extend({"id": s.sample_id, "group": s.group, "times": s.times, "epoch": epoch,
-                            "finetune_seed": seed, "output": o, **sc} for s, o, sc in zip(data, outputs, scores))
+            found = [{"id": s.sample_id, "group": s.group, "times": s.times, "epoch": epoch, "finetune_seed": seed,
+                      "output": o, **sc} for s, o, sc in zip(data, outputs, scores)]
+            if config.extraction:
+                log_p = log_pz(pair_extraction_logprobs(net, tokenizer, [s for s, _ in pairs], [t for _, t in pairs],
+                                                        seq2seq, scheme, context.batch_size, config.max_source_tokens,
+                                                        config.max_target_tokens, context.progress))
+                result += extraction_metrics(data, log_p, epoch, config)
+                for sample, value in zip(found, log_p):
+                    sample["log10_pz"] = finite_log10(value)
+            samples.extend(found)
             seconds = round(time.perf_counter() - started, 2)
             durations.append(seconds)
             if seed is None:
@@ -281,6 +322,11 @@ class PrivacyExtraction(Task):
                 "evaluation_seconds": evaluation_seconds,
                 "evaluation_samples_per_second": round(len(data) * len(durations) / sum(durations), 1),
                 "ppl": "token-level perplexity of the target given the source: exp(-mean log p(y_t | x, y_<t))"}
+        if config.extraction:
+            info["extraction"] = {"scheme": scheme.as_dict(), "attempts": list(config.extraction_attempts),
+                                  "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR,
+                                  "targets": "each secret's target as scored (sources and targets cut to "
+                                             "--max-source-tokens / --max-target-tokens; seq2seq with its </s>)"}
         if context.limit:  # a test run: say what was cut (absent from full runs)
             mem = counts["memorization_45"]
             info["limit"] = (f"--limit {context.limit}: {mem} memorization-45 strings (the first "

@@ -25,7 +25,8 @@ from harness.scoring.batching import model_context
 from harness.scoring.extraction import SamplingScheme
 from harness.scoring.generation import greedy_continuations
 from tasks.paywall_memorization.data import load_paywall_data
-from tasks.paywall_memorization.task import LOG10_PZ_FLOOR, extraction_targets, target_log_pz
+from harness.scoring.extraction_report import LOG10_PZ_FLOOR
+from tasks.paywall_memorization.task import extraction_targets, target_log_pz
 
 TASK = "paywall_memorization"
 ATTEMPTS = ("1", "10", "100", "1000", "10000")

@@ -146,6 +146,17 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
     for k, seed in enumerate((42, 43)):
         assert subset["per_seed"][k] == pytest.approx(np.mean(
             [s["subset"] for s in samples if s["finetune_seed"] == seed and s["group"] == "memorization-45"]))
+    # extraction probability (v3): every group at every epoch, and each seed's pz_mean is the mean of its samples' p_z
+    extractable = {(x["tags"]["epoch"], x["tags"]["group"], x["tags"].get("times", x["tags"].get("field")))
+                   for x in entry["metrics"] if x["name"] == "extractable" and x["tags"]["attempts"] == "100"}
+    assert extractable == {(e, "memorization-45", t) for e in "01" for t in ("1", "2", "3", "4", "5", "all")} | {
+        (e, g, t) for e in "01" for g, t in (("unique", "1"), ("privacy", "all"))}
+    [mean] = [x for x in tuned if x["name"] == "pz_mean" and x["tags"]["group"] == "unique"]
+    for k, seed in enumerate((42, 43)):
+        assert mean["per_seed"][k] == pytest.approx(np.mean(
+            [10 ** s["log10_pz"] if s["log10_pz"] is not None else 0.0 for s in samples
+             if s["finetune_seed"] == seed and s["group"] == "unique"]), rel=1e-6)
+    assert entry["info"]["extraction"]["scheme"] == {"temperature": 1.0, "top_k": 40, "top_p": None, "greedy": False}
     # ... and that of a run with that seed alone: every seed fine-tunes a fresh copy
     alone = evaluate_tiny(tiny_lm, tmp_path / "alone", "--finetune-seed", "43", "--finetune-seeds", "1")
     assert alone["info"]["finetuning"]["train_loss"] == [facts["train_loss"][1]]
@@ -260,6 +271,13 @@ def test_the_reference_t5_memorizes_more_with_duplicates_and_epochs(tmp_path, re
         "exact_match", epoch="0", group="memorization-45", times="all")
     assert value("epsilon", epoch="0", group="unique") == 0.0
     assert value("epsilon", epoch="8", group="unique") > 0.0
+    # extraction under sampling (v3): the secrets' p_z rises with the epochs, and more for those seen 5 times
+    means = [value("pz_mean", epoch=e, group="memorization-45", times="all") for e in ("0", "4", "8")]
+    assert means[0] < means[1] < means[2]
+    assert value("pz_mean", epoch="8", group="memorization-45", times="5") > value(
+        "pz_mean", epoch="8", group="memorization-45", times="1")
+    assert value("extractable", epoch="8", group="memorization-45", times="all", attempts="100", level="0.5") > value(
+        "extractable", epoch="0", group="memorization-45", times="all", attempts="100", level="0.5")
     # the reference job fine-tunes with 2 seeds: the headline carries their spread
     assert settings["finetune_seeds"] == "2" and entry["info"]["finetuning"]["seeds"] == [42, 43]
     [headline] = [x for x in entry["metrics"] if x["name"] == entry["headline"]["metric"]

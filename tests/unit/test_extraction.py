@@ -290,3 +290,48 @@ def test_optimistic_similarity_bounds_every_completion():
     # "xyz" against "abcdef": D = 3; the best completion is 9 characters with distance 3 -> 1 - 3/9
     assert optimistic_similarity(3, 3, 6) == pytest.approx(1 - 3 / 9)
     assert optimistic_similarity(int(prefix_distance_row("xyz", "abcdef").min()), 3, 6) == pytest.approx(2 / 3)
+
+
+def test_pair_extraction_is_the_stepwise_sampling_distribution_for_both_kinds(peaked_lm):
+    # causal: the pairs as target_logprobs reads them give extraction_logprobs' p_z; seq2seq: each target
+    # token's log q is the scheme's processed step distribution of the decoder fed the target so far, and
+    # greedy p_z is 1 exactly where greedy decoding gives the target
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from harness.scoring.conditional import encode_pairs, greedy_targets
+    from harness.scoring.extraction import pair_extraction_logprobs
+
+    model, tokenizer = peaked_lm
+    sources = [t[: 6 + 3 * i] for i, t in enumerate(TINY_TEXTS[:5])]
+    targets = [t[30: 33 + 2 * i] for i, t in enumerate(TINY_TEXTS[2:7])]
+    paired = log_pz(pair_extraction_logprobs(model, tokenizer, sources, targets, False, SCHEME, batch_size=2))
+    direct = log_pz(extraction_logprobs(model, tokenizer, sources, targets, SCHEME)[0])
+    assert paired == pytest.approx(direct, abs=1e-5)
+
+    torch.manual_seed(1)
+    t5 = T5ForConditionalGeneration(T5Config(vocab_size=len(tokenizer), d_model=32, d_ff=64, num_layers=1,
+                                             num_heads=2, d_kv=16, initializer_factor=3.0,
+                                             pad_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                             decoder_start_token_id=tokenizer.eos_token_id)).eval()
+    source_ids, target_ids = encode_pairs(tokenizer, sources, targets, True, None, None)
+    found = pair_extraction_logprobs(t5, tokenizer, sources, targets, True, SCHEME, batch_size=2)
+    warpers = SCHEME.processors()
+    with torch.no_grad():
+        for source, target, row in zip(source_ids, target_ids, found):
+            assert len(row) == len(target)
+            for step, token in enumerate(target):
+                decoder = torch.tensor([[tokenizer.eos_token_id] + target[:step]])
+                logits = t5(input_ids=torch.tensor([source]), decoder_input_ids=decoder).logits[:, -1]
+                assert row[step] == pytest.approx(float(SCHEME.step_logprobs(logits, warpers)[0, token]), abs=1e-5)
+    greedy = greedy_targets(t5, tokenizer, sources, 6, 2, None, None)
+    # targets: greedy outputs' first tokens whose text encodes back into them, each after every source
+    texts = [text for ids in greedy for k in (4, 2, 1) if len(ids) >= k
+             and encode_pairs(tokenizer, [""], [text := tokenizer.decode(ids[:k])], True, None, None)[1][0] == ids[:k]]
+    assert texts
+    pairs = [(source, text) for source in sources for text in texts]
+    values = log_pz(pair_extraction_logprobs(t5, tokenizer, [a for a, _ in pairs], [b for _, b in pairs], True,
+                                             SamplingScheme(greedy=True)))
+    _, pair_ids = encode_pairs(tokenizer, [a for a, _ in pairs], [b for _, b in pairs], True, None, None)
+    reproduced = [greedy[k // len(texts)][:len(ids)] == ids for k, ids in enumerate(pair_ids)]
+    assert set(values.tolist()) <= {0.0, -math.inf} and (values == 0.0).tolist() == reproduced
+    assert any(reproduced) and not all(reproduced)
