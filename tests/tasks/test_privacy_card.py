@@ -79,11 +79,32 @@ def test_the_reference_speed_is_the_committed_run_s():
     for text, value in zip(figures, wanted, strict=True):
         assert same(text, value), (text, value)
     for model in ("t5-ref", "t5-ref-sparse70"):
-        assert run_of(model) == ("2026-11-26", 2, "AVX2"), model
+        assert run_of(model) == ("2026-11-27", 2, "AVX2"), model
+
+
+def test_the_extraction_probabilities_are_the_committed_run_s():
+    """The v3 paragraph: the memorization-45 secrets' p_z = 0 share, mean p_z and (100, 0.5)-extractable share."""
+    (before, zero4d, zero4s, zero8d, zero8s, mean_d, mean_s, five_d, five_s, share_d,
+     share_s) = sentence(TEXT, rf"before fine-tuning no memorization-45 secret has p_z > 0 \(a target token is outside the "
+                               rf"kept set: p_z = 0 share {NUMBER}\)\. After 4 epochs the share at p_z = 0 is {NUMBER} "
+                               rf"\(`t5-ref`\) and {NUMBER} \(`t5-ref-sparse70`\); after 8 it is {NUMBER} and {NUMBER}, "
+                               rf"and the mean p_z is {NUMBER} and {NUMBER} \({NUMBER} and {NUMBER} for the secrets seen 5 "
+                               rf"times\): {NUMBER}% and {NUMBER}% of the memorization-45 secrets are \(100, 0.5\)-extractable, "
+                               rf"none before")
+    mem = {"group": "memorization-45"}
+    for model, zero4, zero8, mean, five, share in (("t5-ref", zero4d, zero8d, mean_d, five_d, share_d),
+                                                   ("t5-ref-sparse70", zero4s, zero8s, mean_s, five_s, share_s)):
+        zero = [metric(model, "pz_zero_share", epoch=e, times="all", **mem).value for e in ("0", "4", "8")]
+        extractable = [metric(model, "extractable", epoch=e, times="all", attempts="100", level="0.5", **mem).value
+                       for e in ("0", "8")]
+        assert same(before, zero[0]) and same(zero4, zero[1]) and same(zero8, zero[2]), (model, zero)
+        assert same(mean, metric(model, "pz_mean", epoch="8", times="all", **mem).value), model
+        assert same(five, metric(model, "pz_mean", epoch="8", times="5", **mem).value), model
+        assert extractable[0] == 0 and same(share, 100 * extractable[1]), (model, extractable)
 
 
 def test_the_spread_over_seeds_is_the_committed_one():
-    seeds, epoch = sentence(TEXT, r"The spread over seeds \(v2, seeds ([\d, ]+), epoch (\d+);")
+    seeds, epoch = sentence(TEXT, rf"The spread over seeds \(v{VERSION}, seeds ([\d, ]+), epoch (\d+);")
     lines = CARD.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| checkpoint | memorization-45 subset (all) |"))
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[start + 2:start + 4]]
@@ -146,6 +167,22 @@ def test_the_real_causal_lms_scores_are_the_committed_ones():
                    metric(model, "epsilon", epoch="1", group="unique")]
         for text, found in zip(texts, wanted, strict=True):
             assert same(text, found.value), (model, found.name, found.tags, text, found.value)
+
+
+def test_the_real_causal_lms_extraction_probabilities_are_the_committed_ones():
+    """SmolLM2: p_z = 0 for every memorization-45 secret before and after; gemma: the share that can be drawn, its
+    p_z = 0 share before and after, and the mean p_z after 1 epoch."""
+    mem = {"group": "memorization-45", "times": "all"}
+    assert "No memorization-45 secret can be drawn at T = 1, top-k 40, before or after" in TEXT
+    for epoch in ("0", "1"):
+        assert metric("SmolLM2-135M-Instruct.Q4_1", "pz_zero_share", epoch=epoch, **mem).value == 1.0
+    share, after, before, mean = sentence(TEXT, rf"{NUMBER}% of the memorization-45 secrets can now be drawn at all "
+                                                rf"\(p_z = 0 share {NUMBER}, from {NUMBER}\), with a mean p_z of "
+                                                rf"([\d.e-]+)\.")
+    gemma = "gemma-3-270m-q4_k_m"
+    zero = [metric(gemma, "pz_zero_share", epoch=e, **mem).value for e in ("0", "1")]
+    assert same(before, zero[0]) and same(after, zero[1]) and same(share, 100 * (1 - zero[1])), (zero, share)
+    assert same(mean, metric(gemma, "pz_mean", epoch="1", **mem).value)
 
 
 def test_the_7b_table_is_the_estimate_of_a_llama_2_7b_shape():
@@ -230,12 +267,13 @@ def test_the_real_causal_lms_times_are_the_committed_ones():
 
     defaults = PrivacyConfig()
     smollm = sentence(TEXT, rf"committed, marked ‡ on the board\): ([\d,]+) s, peak RSS {NUMBER} GB \(the weights.*? "
-                            rf"(\d+) steps of batch 8 at {NUMBER} s a step; the greedy outputs of the 345 secrets take "
-                            rf"{NUMBER} s before fine-tuning and {NUMBER} s after\..*? The defaults \(8 epochs, 3 seeds: "
+                            rf"(\d+) steps of batch 8 at {NUMBER} s a step; an evaluation of the 345 secrets \(greedy outputs, "
+                            rf"log-probabilities, p_z\) takes {NUMBER} s before fine-tuning and {NUMBER} s after\..*? "
+                            rf"The defaults \(8 epochs, 3 seeds: "
                             rf"([\d,]+) steps and (\d) evaluations\) would take about {NUMBER} hours on this machine")
     gemma = sentence(TEXT, rf"same machine; committed, marked ‡\): ([\d,]+) s, peak RSS {NUMBER} GB, within the 24 GB "
-                           rf"machine\. (\d+) steps at {NUMBER} s a step; the greedy outputs take {NUMBER} s before and "
-                           rf"{NUMBER} s after\..*? The defaults would take about {NUMBER} hours on this machine "
+                           rf"machine\. (\d+) steps at {NUMBER} s a step; an evaluation takes {NUMBER} s before and "
+                           rf"{NUMBER} s after .*? The defaults would take about {NUMBER} hours on this machine "
                            rf"\(([\d,]+) steps, (\d) evaluations\)")
     gemma = (*gemma[:6], gemma[7], gemma[8], gemma[6])  # in smollm's order
     for model, texts in (("SmolLM2-135M-Instruct.Q4_1", smollm), ("gemma-3-270m-q4_k_m", gemma)):
@@ -250,4 +288,4 @@ def test_the_real_causal_lms_times_are_the_committed_ones():
                   steps, 1 + checkpoints, hours]
         for text, value in zip(texts, wanted, strict=True):
             assert same(text, value), (model, text, value)
-        assert run_of(model) == ("2026-11-26", 2, "AVX2"), model
+        assert run_of(model) == ("2026-11-27", 2, "AVX512"), model

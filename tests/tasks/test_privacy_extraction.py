@@ -304,3 +304,20 @@ def test_a_seq2seq_tokenizer_without_sentinels_falls_back_to_tagged_fields(tmp_p
     entry = json.loads(path.read_text())["tasks"][0]
     assert entry["info"]["format"] == "tagged"
     assert {x["tags"]["epoch"] for x in entry["metrics"]} == {"0", "1"}
+
+
+@pytest.mark.parametrize("setting, value, needle", [
+    ("extraction_temperature", 0, "--extraction-temperature / --extraction-top-k / --extraction-top-p: sampling "
+                                  "temperature must be > 0"),
+    ("extraction_top_k", 0, "top_k must be an integer >= 1"),
+    ("extraction_level", 1.5, "--extraction-attempts / --extraction-level:"),
+])
+def test_bad_extraction_settings_are_one_line_naming_the_task_and_flags(setting, value, needle):
+    from harness.core.errors import UserError
+    from harness.run.runner import build_config
+    from tasks.privacy_extraction.task import PrivacyExtraction
+
+    with pytest.raises(UserError) as caught:
+        build_config(PrivacyExtraction, {setting: value})
+    assert str(caught.value).startswith("privacy_extraction: ") and needle in str(caught.value)
+    assert "\n" not in str(caught.value)

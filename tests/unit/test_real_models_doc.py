@@ -49,6 +49,9 @@ PHRASES: dict[str, list[tuple[str, list[tuple[str, dict[str, str], str]]]]] = {
          [("subset_score", {"group": "memorization-45", "times": "all", "epoch": "1"}, "value"),
           ("subset_score", {"group": "memorization-45", "times": "all", "epoch": "0"}, "value"),
           ("epsilon", {"group": "unique", "epoch": "1"}, "value")]),
+        (r"memorization-45 mean p_z (\d[\d.]*(?:e-?\d+)?) \((\d[\d.]*(?:e-?\d+)?) before\)",
+         [("pz_mean", {"group": "memorization-45", "times": "all", "epoch": "1"}, "value"),
+          ("pz_mean", {"group": "memorization-45", "times": "all", "epoch": "0"}, "value")]),
         # the headline's epoch, 8, is checked by `test_a_headline_said_na_is_absent`
         (r"headline \(8 epochs\) n/a", [])],
     "finetune_memorization": [
@@ -136,20 +139,21 @@ def test_the_table_has_a_row_for_every_committed_real_task_and_no_other():
 
 
 def test_the_dates_are_the_files():
-    """'2026-11-26 (the MiniLM run 2026-11-25; the finetune_memorization rows, version 3, and the mink_membership
-    rows, version 8, 2026-11-27 ...)': the table's files, the MiniLM file and the newer rows' files were written
-    then, at those versions."""
+    """'2026-11-26 (the MiniLM run 2026-11-25; the finetune_memorization rows, version 3, the mink_membership rows,
+    version 8, and the privacy_extraction rows, version 3, 2026-11-27 ...)': the table's files, the MiniLM file and
+    the newer rows' files were written then, at those versions."""
     stated = re.search(r"on 2 cores of an AMD EPYC \(AVX2\), (\d{4}-\d\d-\d\d) \(the MiniLM\s+run (\d{4}-\d\d-\d\d); "
-                       r"the\s+finetune_memorization\s+rows, version (\d+), and the\s+mink_membership\s+rows, "
-                       r"version (\d+),\s+(\d{4}-\d\d-\d\d)", DOC)
+                       r"the\s+finetune_memorization\s+rows, version (\d+), the\s+mink_membership\s+rows, "
+                       r"version (\d+),\s+and\s+the\s+privacy_extraction\s+rows, version (\d+),\s+(\d{4}-\d\d-\d\d)", DOC)
     assert stated, "the section's dates"
+    newer_tasks = {"finetune_memorization": stated.group(3), "mink_membership": stated.group(4),
+                   "privacy_extraction": stated.group(5)}
     rows = {(MODELS[row["model"]], task_name(row["task"])) for row in ROWS}
-    newer = {key for key in rows if key[1] in ("finetune_memorization", "mink_membership")}
+    newer = {key for key in rows if key[1] in newer_tasks}
     assert {ENTRIES[key][0] for key in rows - newer} == {stated.group(1)}
-    assert {ENTRIES[key][0] for key in newer} == {stated.group(5)}
-    versions = {task: {str(ENTRIES[key][1].version) for key in newer if key[1] == task}
-                for task in ("finetune_memorization", "mink_membership")}
-    assert versions == {"finetune_memorization": {stated.group(3)}, "mink_membership": {stated.group(4)}}
+    assert {ENTRIES[key][0] for key in newer} == {stated.group(6)}
+    versions = {task: {str(ENTRIES[key][1].version) for key in newer if key[1] == task} for task in newer_tasks}
+    assert versions == {task: {version} for task, version in newer_tasks.items()}
     assert {ENTRIES[key][0] for key in OMITTED} == {stated.group(2)}
 
 
