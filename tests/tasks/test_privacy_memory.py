@@ -184,25 +184,29 @@ def test_lora_settings_need_the_lora_method():
 
 def test_full_fine_tuning_keeps_its_config_and_hash():
     """The method's settings are in a config's dump only with LoRA: a default (full) config dumps and
-    hashes as before they existed, and the committed files' configs are rebuilt to what they record."""
+    hashes as it did before they existed, less the extraction settings v3 added; and the committed files'
+    configs of this version are rebuilt to what they record."""
     from harness.core.results import load_results
     from harness.run.runner import EvaluateOptions, changed_settings, config_hash, settings_hash
 
     config = PrivacyConfig()
+    extraction = {"extraction": True, "extraction_temperature": 1.0, "extraction_top_k": 40, "extraction_top_p": None,
+                  "extraction_attempts": [1, 10, 100, 1000, 10000], "extraction_level": 0.5}
     assert config.model_dump(mode="json") == {
         "n_unique": 200, "n_persons": 100, "data_seed": 0, "epochs": [4, 8], "learning_rate": 0.0001,
         "finetune_batch_size": 8, "finetune_seed": 42, "finetune_seeds": 3, "max_source_tokens": 30,
-        "max_target_tokens": 70}
-    # the hashes of before these settings (commit bd29a90)
-    assert config_hash(config, EvaluateOptions(), "float32") == "2bdeeab0373d7c07"
-    assert config_hash(config, EvaluateOptions(limit=3), "float32", None, 2) == "ba73a1da5ae8c428"
+        "max_target_tokens": 70, **extraction}
+    # v3's hashes (v2's, before the method's settings existed, commit bd29a90: 2bdeeab0373d7c07, ba73a1da5ae8c428)
+    assert config_hash(config, EvaluateOptions(), "float32") == "6953d0b1d5c4755c"
+    assert config_hash(config, EvaluateOptions(limit=3), "float32", None, 2) == "932162f1f46a4c75"
     lora = PrivacyConfig(finetune_method="lora")
     assert set(lora.model_dump(mode="json")) - set(config.model_dump(mode="json")) == set(METHOD_FIELDS)
-    assert config_hash(lora, EvaluateOptions(), "float32") != "2bdeeab0373d7c07"
+    assert config_hash(lora, EvaluateOptions(), "float32") != "6953d0b1d5c4755c"
     committed = 0
     for path in sorted(SUBMISSIONS.glob("*.json")):
         results = load_results(path)
-        entry = next((e for e in results.tasks if e.name == "privacy_extraction" and e.status == "ok"), None)
+        entry = next((e for e in results.tasks if e.name == "privacy_extraction" and e.status == "ok"
+                      and e.version == PrivacyExtraction.VERSION), None)
         if entry is None:
             continue
         committed += 1
