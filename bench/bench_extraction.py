@@ -20,8 +20,8 @@ a target (the next --target-words words). Scheme: --temperature, --top-k, --top-
                  count up). The draws run the prompt once and sample on copies of its key/value cache
                  (the same draws as `generate` from the whole prompt). The script exits 1 when a check fails.
 Each timing is the fastest of --repeats interleaved rounds; `paired_median` is the median over the rounds of
-each round's ratio (on a shared machine one slow round moves the fastest-of ratio, not the median). End-of-text does not stop `generate`
-(every draw has the target's length, as the probabilities count it).
+each round's ratio (on a shared machine one slow round moves the fastest-of ratio, not the median).
+End-of-text does not stop `generate` (every draw has the target's length, as the probabilities count it).
 
 log10 p_z is floored at -1000 where p_z = 0 (a target token outside the kept set), as paywall_memorization
 reports it.
@@ -50,9 +50,9 @@ from harness.scoring.causal import causal_token_logprobs, encode_with_bos
 from harness.scoring.conditional import _cache_argument
 from harness.scoring.constrained_beam import near_verbatim_bound_ids, near_verbatim_bounds
 from harness.scoring.extraction import SamplingScheme, extraction_logprobs, extraction_logprobs_ids, log_pz
+from harness.scoring.extraction_report import floored_log10
 from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
-from harness.scoring.extraction_report import floored_log10
 
 MODEL = "reference:xsum-gpt2-e30"
 
@@ -163,7 +163,8 @@ def main() -> int:
     parser.add_argument("--top-p", type=float, default=None)
     parser.add_argument("--beam-width", type=int, default=20)
     parser.add_argument("--threshold", type=float, default=0.9, help="near-verbatim threshold of the timing")
-    parser.add_argument("--mc-threshold", type=float, default=0.6, help="near-verbatim threshold of the exactness check")
+    parser.add_argument("--mc-threshold", type=float, default=0.6,
+                        help="near-verbatim threshold of the exactness check")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--draws", type=int, default=100_000)
     parser.add_argument("--pilot-draws", type=int, default=20_000,

@@ -55,8 +55,8 @@ def most_frequent_terms(texts: list[str], max_features: int | None, ngrams: int 
 
 def most_frequent_columns(counts, max_features: int) -> np.ndarray:
     """`most_frequent_terms`' choice on a fitted `CountVectorizer`'s texts x terms `counts` (its columns are
-    the terms in alphabetical order, so a stable sort breaks ties by the term): the column indices of the `max_features`
-    highest summed counts, in column order."""
+    the terms in alphabetical order, so a stable sort breaks ties by the term): the column indices of the
+    `max_features` highest summed counts, in column order."""
     totals = np.asarray(counts.sum(axis=0)).ravel()
     return np.sort(np.argsort(-totals, kind="stable")[:max_features])
 

@@ -16,7 +16,7 @@ log10 p_z is floored at LOG10_PZ_FLOOR (p_z = 0 included), so every summary is a
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -38,7 +38,8 @@ class ExtractionConfig(TaskConfig):
 
     extraction: bool = Field(True, description="(n, p)-discoverable extraction (Hayes et al. 2024): the exact "
                              "probability p_z that one draw of the sampling scheme reproduces each reference, and "
-                             "the share extractable in n draws; off: not computed (nor the near-verbatim bound)")
+                             "the share extractable in n draws; off: not computed (nor, where a task has one, the "
+                             "near-verbatim bound)")
     extraction_temperature: float = Field(1.0, description="extraction: the sampling temperature T (> 0)")
     extraction_top_k: int | None = Field(40, description="extraction: top-k K, an integer >= 1 ('none': no top-k)")
     extraction_top_p: float | None = Field(None, description="extraction: top-p P in (0, 1] ('none' or 1: no top-p)")
@@ -56,20 +57,26 @@ class ExtractionConfig(TaskConfig):
     @model_validator(mode="after")
     def _check_sampling(self) -> "ExtractionConfig":
         """Bad sampling or level settings: one line naming the flags (the runner adds the task's name)."""
-        checks = [("--extraction-temperature / --extraction-top-k / --extraction-top-p", self.scheme().check),
-                  ("--extraction-attempts / --extraction-level",
-                   lambda: x.check_attempts(self.extraction_attempts, self.extraction_level))]
-        for flags, check in checks:
-            try:
-                check()
-            except UserError as err:
-                raise ValueError(f"{flags}: {err}") from None
+        flags = "--extraction-temperature / --extraction-top-k / --extraction-top-p"
+        first_bad_setting([(flags, self.scheme().check),
+                           ("--extraction-attempts / --extraction-level",
+                            lambda: x.check_attempts(self.extraction_attempts, self.extraction_level))])
         return self
 
     def scheme(self) -> SamplingScheme:
         """The sampling scheme whose p_z is measured."""
         return SamplingScheme(temperature=self.extraction_temperature, top_k=self.extraction_top_k,
                               top_p=self.extraction_top_p)
+
+
+def first_bad_setting(checks: list[tuple[str, Callable[[], Any]]]) -> None:
+    """Run each (flags, check) in order; the first check's `UserError` becomes a ValueError "flags: message",
+    which a config validator raises and the runner turns into one line naming the task."""
+    for flags, check in checks:
+        try:
+            check()
+        except UserError as err:
+            raise ValueError(f"{flags}: {err}") from None
 
 
 def floored_log10(log_p: np.ndarray) -> np.ndarray:

@@ -10,7 +10,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
-from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
@@ -25,6 +24,7 @@ from harness.scoring.extraction_report import (
     LOG10_PZ_FLOOR,
     ExtractionConfig,
     finite_log10,
+    first_bad_setting,
     probability_gaps,
     probability_metrics,
 )
@@ -69,11 +69,7 @@ class PaywallConfig(ExtractionConfig, PaywallSettings):
         if self.near_verbatim_beam:
             checks.append(("--near-verbatim-beam", lambda: check_beam_settings(
                 self.scheme(), self.near_verbatim_threshold, self.near_verbatim_beam)))
-        for flags, check in checks:
-            try:
-                check()
-            except UserError as err:
-                raise ValueError(f"{flags}: {err}") from None
+        first_bad_setting(checks)
         return self
 
 
