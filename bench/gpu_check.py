@@ -1,4 +1,4 @@
-"""Every task at its defaults on a GPU, against the hardware's floor: wall time, floor and MFU per task (issue 41).
+"""Every task at its defaults on a GPU, against the hardware's floor: wall time, floor and MFU per task (issues 41, 49).
 
 The model is a real-size causal LM with RANDOM weights: by default a Llama of SmolLM2-1.7B's shape
 (HuggingFaceTB/SmolLM2-1.7B's public config.json, as remembered: LlamaForCausalLM, hidden 2048, 24
@@ -58,7 +58,19 @@ On a GPU machine with no network (the device tool): prepare here, carry two fold
     # there, carrying bench/.gpu_model and bench/.gpu_wheels (both git-ignored):
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site bench/.gpu_wheels/*.whl \\
       && HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD \\
-         python3 bench/gpu_check.py --model-dir bench/.gpu_model --output $OUT/gpu_check.json
+         python3 bench/gpu_check.py --model-dir bench/.gpu_model --output $OUT/gpu_check--smollm2-1.7b.json
+
+`bench/gpu_calls.sh` is that second half as one device call per shape (the records of 2026-11-27 came
+from it): copy the record it writes into bench/results/ and its table (`--markdown RECORD`) into docs/gpu.md.
+The shipped reference weights (61 MB) must stay behind: the device tool carries 64 MiB at most.
+
+Per task the record also holds: `cuda_memory` (bytes allocated before it, its peak, and for a fine-tuning
+its peak over the training steps alone, `training_peaks`, the evaluations between epochs left out),
+`memory_estimate` (the task's own estimate of what training adds, `harness/training/memory.py`), and
+`raw_forward` (the task's forward passes without gradients, decode steps aside, run again back to back on
+random ids of their shapes: what the task's time would be if it were nothing but those passes). Before
+the tasks, `gradnorm_check` times mink_membership's gradient norms by `vmap` batches against the per-text
+loop on the same rows, with the top operators of a batch by CUDA time.
 
 `--model-dir DIR` reads DIR/config.json and DIR's tokenizer, and takes DIR/cache as MEMBENCH_CACHE
 when that variable is unset; HF_HUB_OFFLINE=1 makes the tasks that try a hub dataset first fall back
@@ -72,9 +84,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import io
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -93,15 +107,29 @@ SMOLLM2_1_7B = {
     "max_position_embeddings": 8192, "rope_theta": 130000.0, "rms_norm_eps": 1e-5, "hidden_act": "silu",
     "tie_word_embeddings": True, "attention_bias": False, "mlp_bias": False, "initializer_range": 0.02,
 }
+# Qwen/Qwen2.5-7B's shape (its config.json, as remembered: Qwen2ForCausalLM, hidden 3584, 28 layers, 28
+# attention heads, 4 key/value heads, intermediate 18,944, vocabulary 152,064, untied head, biases on q/k/v:
+# 7.62B parameters, 15.2 GB in bfloat16). Llama-2-7B's vocabulary (32,000) cannot hold SmolLM2's tokenizer
+# (49,152 tokens); Qwen's can, and the tokens the tasks feed are the same whatever the rows beyond.
+QWEN2_5_7B = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28,
+    "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+    "max_position_embeddings": 131072, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+    "tie_word_embeddings": False, "initializer_range": 0.02, "use_sliding_window": False,
+}
+SHAPES = {"smollm2-1.7b": SMOLLM2_1_7B, "qwen2.5-7b": QWEN2_5_7B}
 # The dry run's model: SmolLM2's layout at toy size (the vocabulary is the tokenizer's).
 DRY_RUN = dict(SMOLLM2_1_7B, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
                intermediate_size=256)
 TOKENIZER_SOURCE = "smollm2-135m-instruct"  # `pretrained:` checkpoint whose GGUF holds SmolLM2's tokenizer
 CAUSAL_KIND = "causal-lm"
-# The order the tasks run in by default: by their time on an H100 in issue 41 (weat 5 s, stereoset 14 s,
-# paywall 36 s, mink_membership 277 s; probe_memorization crashed, privacy_extraction about 2 minutes on
-# paper: 1,320 AdamW steps of batch 8 and 7 evaluations), the quick ones first; others after them.
-ORDER = ("weat", "stereoset", "paywall_memorization", "probe_memorization", "privacy_extraction", "mink_membership")
+# The order the tasks run in by default, the quick ones first, then the one with a time target (mink_membership,
+# <= 60 s), then the fine-tuning ones; others after them. On an H100 on 2026-11-27 (docs/gpu.md): weat 5 s,
+# stereoset 4 s, paywall 13 s, mink_membership 112 s, probe_memorization 98 s, finetune_memorization 33 s,
+# privacy_extraction about 3 minutes (1,320 AdamW steps at 8 a second, with 7 evaluations).
+ORDER = ("weat", "stereoset", "paywall_memorization", "mink_membership", "probe_memorization",
+         "finetune_memorization", "privacy_extraction")
+INTERRUPTED = 130  # membench's exit status on SIGINT (`timeout -s INT` around this script)
 BUDGET_S = 480  # --budget-s: no task starts after this many seconds (a run must end within 8 minutes)
 
 
@@ -166,6 +194,7 @@ class Pass:
     weight_bytes: float  # the weights it reads (2 or 3 times over with gradients)
     tokens: object  # int, or a 0-d tensor summed on the device (read after the task: no sync per pass)
     positions: int = 0  # the positions it ran (padding included)
+    shape: tuple = ()  # the body's input ids' shape (batch, new positions)
     head: bool = False
     grad: bool = False
     decode: bool = False  # one new position a row on a filled key/value cache: a step of generation
@@ -227,12 +256,14 @@ class Meter:
     def __init__(self):
         self.work = Work()
         self.handles = []
+        self.models = []  # the models measured (the replay of a task's forward passes runs on the last)
         self.optimizer_hook = None
         self.errors: list[str] = []  # what the hooks could not count (the first few are reported)
 
     def attach(self, model) -> None:
         import torch
 
+        self.models.append(model)
         body, head = model.base_model, model.get_output_embeddings()
         embedding = model.get_input_embeddings()
         skip = {id(p) for p in embedding.parameters()} | {id(p) for p in head.parameters()}
@@ -267,7 +298,7 @@ class Meter:
             cached = past is not None and hasattr(past, "get_seq_length") and past.get_seq_length() > 0
             flops, reads = factors(module.get_submodule(linear).weight.requires_grad)
             record = Pass(flops * body_n, body_bytes * reads, tokens, positions, grad=flops > 2,
-                          decode=cached and new == 1)
+                          decode=cached and new == 1, shape=shape)
             self.work.passes.append(record)
             last["body"] = record
 
@@ -332,11 +363,105 @@ def instrumented_loading(meter: Meter):
         loading.load = original
 
 
+def replay_forward(model, passes: list[Pass], device: str) -> dict | None:
+    """The raw forward pass on a task's own batches: each pass of the task without gradients that is not a
+    decode step (scoring, encoding, a generation's prompt) run again back to back, the body on random ids of the
+    pass's shape and the LM head on as many rows as the task asked of it, timed with CUDA events. Its time
+    against the task's wall time says how much of the task is the model's forward passes at all."""
+    import torch
+
+    pairs, body = [], None
+    for p in passes:
+        if not p.head:
+            body = p if not p.grad and not p.decode and len(p.shape) == 2 else None
+        elif body is not None:
+            pairs.append((body.shape, p.positions))
+            body = None
+    if not pairs or not device.startswith("cuda"):
+        return None
+    head, vocab = model.get_output_embeddings(), model.get_output_embeddings().weight.shape[0]
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def run() -> None:
+        for (batch, length), rows in pairs:
+            ids = torch.randint(0, vocab, (batch, length), device=device, generator=generator)
+            hidden = model.base_model(input_ids=ids).last_hidden_state
+            head(hidden.reshape(-1, hidden.shape[-1])[:rows])
+
+    with torch.inference_mode():
+        run()  # warm-up: kernel selection for each shape
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+    return {"passes": len(pairs), "seconds": start.elapsed_time(end) / 1000}
+
+
+def gradient_norm_check(model, device: str, texts: int = 12, tokens: int = 256) -> dict:
+    """mink_membership's gradnorm both ways on `texts` random rows of `tokens` tokens (about the task's mean
+    row: 258,455 gradient tokens over 708 texts on the 1.7B, 2026-11-27): `torch.func.vmap` over batches of
+    1 and 3 texts (`gradients.batched_norms`, the task's way) against MIMIR's loop of one backward pass a text
+    (`gradients.looped_norm`), each timed after a warm-up; and the top operators of one vmap batch of 3 by
+    their CUDA time (torch.profiler). The values agree (tests/unit/test_gradnorm.py); this says which is faster."""
+    import math
+
+    import torch
+
+    from harness.scoring import gradients
+
+    vocab = model.get_input_embeddings().weight.shape[0]
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, vocab, (texts, tokens), generator=generator).tolist()
+    used = gradients.reached_parameters(model, rows[0])
+
+    def synced(work) -> float:
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        work()
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    found = {}
+    for batch in (1, 3):
+        def batched(batch=batch):
+            for start in range(0, texts, batch):
+                gradients.batched_norms(model, rows[start:start + batch], math.inf, 0, used)
+        batched() if batch == 3 else gradients.batched_norms(model, rows[:1], math.inf, 0, used)  # warm-up
+        found[f"vmap_batch_{batch}_s"] = synced(batched)
+    gradients.looped_norm(model, rows[0], math.inf)
+    found["loop_s"] = synced(lambda: [gradients.looped_norm(model, row, math.inf) for row in rows])
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+        gradients.batched_norms(model, rows[:3], math.inf, 0, used)
+        torch.cuda.synchronize()
+    events = sorted(trace.key_averages(), key=lambda e: getattr(e, "self_device_time_total", 0), reverse=True)
+    found["vmap_batch_3_top_ops"] = [
+        {"op": e.key, "calls": e.count, "device_ms": round(getattr(e, "self_device_time_total", 0) / 1000, 2),
+         "cpu_ms": round(e.self_cpu_time_total / 1000, 2)} for e in events[:12]]
+    return {"texts": texts, "tokens": tokens, **found}
+
+
+def checked_gradient_norms(model, device: str) -> dict:
+    """`gradient_norm_check` on the loaded model once its first task has loaded it (on CUDA); an error is
+    reported in its place, and the tasks still run."""
+    import torch
+
+    try:
+        found = gradient_norm_check(model, device)
+    except Exception as err:  # noqa: BLE001 - a check that fails is reported, the tasks still run
+        found = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+    torch.cuda.empty_cache()
+    print(f"gpu_check: gradnorm {json.dumps(found)}", file=sys.stderr)
+    return found
+
+
 # ------------------------------------------------------------------ the checkpoint
 
 
-def prepare(folder: Path, tasks: list[str]) -> None:
-    """Write SmolLM2's tokenizer (from the pinned `pretrained:` GGUF wheel) and the 1.7B config.json
+def prepare(folder: Path, tasks: list[str], shape: str = "smollm2-1.7b") -> None:
+    """Write SmolLM2's tokenizer (from the pinned `pretrained:` GGUF wheel) and `shape`'s config.json
     into `folder`, and every task's default data into `folder/cache` (a MEMBENCH_CACHE to carry)."""
     from harness.model.loading import load_tokenizer
     from harness.model.pretrained import pretrained_path
@@ -345,7 +470,7 @@ def prepare(folder: Path, tasks: list[str]) -> None:
     gguf = pretrained_path(TOKENIZER_SOURCE)
     tokenizer = load_tokenizer(gguf.parent, False, gguf.name)
     tokenizer.save_pretrained(folder)
-    config = with_special_tokens(dict(SMOLLM2_1_7B), tokenizer)
+    config = with_special_tokens(dict(SHAPES[shape]), tokenizer)
     if len(tokenizer) > config["vocab_size"]:
         raise SystemExit(f"the tokenizer has {len(tokenizer)} tokens, more than the config's {config['vocab_size']}")
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -459,23 +584,119 @@ def run_task(name: str, model_dir: Path, args, flags: list[str], output: Path) -
             "--device", args.device, "--dtype", args.dtype, "--no-cache", "--output-path", str(output), *flags]
     if args.limit:
         argv += ["--limit", str(args.limit)]
+    argv += shlex.split(args.evaluate_args) + shlex.split(task_args(args).get(name, ""))
     tee = _Tee(sys.stderr)
+    memory = cuda_memory_start(args.device)
+    trained: list[int] = []
     started = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(sys.stderr), contextlib.redirect_stderr(tee):
+        with (contextlib.redirect_stdout(sys.stderr), contextlib.redirect_stderr(tee),
+              training_peaks(args.device, trained)):
             status = membench(argv)
     except (Exception, SystemExit) as err:  # noqa: BLE001 - a task that crashes is reported, the others still run
         first = (str(err).strip().splitlines() or [""])[0][:300]
-        return {"status": "error", "error": f"{type(err).__name__}: {first}", "call_s": time.perf_counter() - started}
+        return {"status": "error", "error": f"{type(err).__name__}: {first}", "call_s": time.perf_counter() - started,
+                "cuda_memory": cuda_memory_end(args.device, memory)}
     call = time.perf_counter() - started
+    memory = cuda_memory_end(args.device, memory)
+    if memory is not None and trained:  # the fine-tunings' peaks over their training steps, beside the model
+        memory |= {"training_peaks": trained, "training_added": max(trained) - memory["allocated_before"]}
     files = sorted(output.glob("*.json"))
+    if status == INTERRUPTED:
+        return {"status": "interrupted", "error": "stopped by SIGINT (a time limit)", "call_s": call,
+                "cuda_memory": memory}
     if status != 0 or not files:
-        return {"status": "error", "error": tee.error or f"membench evaluate exited with {status}", "call_s": call}
+        return {"status": "error", "error": tee.error or f"membench evaluate exited with {status}", "call_s": call,
+                "cuda_memory": memory}
     results = load_results(files[-1])
     entry = results.task(name)
     return {"status": entry.status, "wall_s": entry.wall_time_s, "call_s": call, "skip_reason": entry.skip_reason,
             "batch_size": results.run.batch_size, "batch_sizes": dict(getattr(entry, "batch_sizes", None) or {}),
+            "cuda_memory": memory, "memory_estimate": training_estimate(entry.info),
             "environment": results.environment.model_dump(mode="json")}
+
+
+def task_args(args) -> dict[str, str]:
+    """--task-args TASK=ARGS as {task: ARGS}."""
+    found = {}
+    for item in args.task_args:
+        name, sep, options = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--task-args takes TASK=ARGS, not {item!r}")
+        found[name.strip()] = f"{found.get(name.strip(), '')} {options}".strip()
+    return found
+
+
+def cuda_memory_start(device: str) -> dict | None:
+    """On CUDA: the bytes allocated before a task (the loaded model, once loaded), with the peak counter reset."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    return {"allocated_before": torch.cuda.memory_allocated()}
+
+
+def cuda_memory_end(device: str, memory: dict | None) -> dict | None:
+    """`memory` with the peak allocated during the task (`torch.cuda.max_memory_allocated`) and the peak
+    minus what was allocated before: what the task added (the first task's includes loading the model)."""
+    if memory is None:
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    return memory | {"peak_allocated": peak, "added": peak - memory["allocated_before"]}
+
+
+@contextlib.contextmanager
+def training_peaks(device: str, peaks: list[int]):
+    """On CUDA, `harness.training.finetune`'s training patched for this process: `peaks` gets each fine-tuning's
+    peak allocated bytes (`torch.cuda.max_memory_allocated`) over its training steps alone; the evaluations
+    between epochs (scoring batches of their own size) are left out: the counter is read before and reset after
+    each. What the memory estimate covers (the copy, gradients, moments, a batch's activations) is all there."""
+    if not device.startswith("cuda"):
+        yield peaks
+        return
+    import torch
+
+    from harness.training import finetune
+
+    train, on_epoch_end = finetune._train, finetune._AtEpochs.on_epoch_end
+    running = [0]
+
+    def measured_train(*args, **kwargs):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        running[0] = 0
+        try:
+            return train(*args, **kwargs)
+        finally:
+            torch.cuda.synchronize()
+            peaks.append(max(running[0], torch.cuda.max_memory_allocated()))
+
+    def measured_epoch_end(self, *args, **kwargs):
+        torch.cuda.synchronize()
+        running[0] = max(running[0], torch.cuda.max_memory_allocated())
+        try:
+            return on_epoch_end(self, *args, **kwargs)
+        finally:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    finetune._train, finetune._AtEpochs.on_epoch_end = measured_train, measured_epoch_end
+    try:
+        yield peaks
+    finally:
+        finetune._train, finetune._AtEpochs.on_epoch_end = train, on_epoch_end
+
+
+def training_estimate(info: dict) -> dict | None:
+    """The fine-tuning memory estimate a task recorded (privacy_extraction's `finetuning_memory`,
+    finetune_memorization's `training_memory`): its parts and `needed`, bytes beside the loaded model."""
+    record = (info or {}).get("finetuning_memory") or (info or {}).get("training_memory")
+    return (record or {}).get("estimate_bytes")
 
 
 def causal_tasks() -> list[str]:
@@ -487,8 +708,9 @@ def causal_tasks() -> list[str]:
     return sorted(names, key=lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
 
 
-def row_of(name: str, outcome: dict, work: Work, peak: float, bandwidth: float) -> dict:
-    row = {"task": name, **{k: v for k, v in outcome.items() if k != "environment"}, **work.totals(peak, bandwidth)}
+def row_of(name: str, outcome: dict, work: Work, peak: float, bandwidth: float, raw: dict | None = None) -> dict:
+    row = {"task": name, **{k: v for k, v in outcome.items() if k != "environment"}, **work.totals(peak, bandwidth),
+           "raw_forward": raw}
     wall = outcome.get("wall_s")
     if wall:
         row["mfu"] = row["model_tflop"] * 1e12 / (wall * peak)
@@ -519,14 +741,52 @@ def table(rows: list[dict]) -> str:
                                    "MFU", "tokens", "decode steps", "TFLOP", "batch"])
 
 
+def gigabytes(value) -> str:
+    return f"{value / 1e9:.2f}" if isinstance(value, (int, float)) else ""
+
+
+def markdown_table(record: dict) -> str:
+    """docs/gpu.md's table of a record: per task its status, wall time, floor, MFU, tokens, the raw forward
+    pass on its own batches, its batch sizes and its GPU memory (the peak allocated; for a fine-tuning task,
+    what training added beside the loaded model, measured and as the task estimated it before starting)."""
+    from tabulate import tabulate
+
+    def number(value, spec: str) -> str:
+        return format(value, spec) if isinstance(value, (int, float)) else ""
+
+    rows = []
+    for r in record["report"]["tasks"]:
+        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('error') or r.get('skip_reason')}"
+        if r["status"] == "error" and str(r.get("error", "")).endswith(f"exited with {INTERRUPTED}"):
+            status = "interrupted: the call's time limit"  # records written before `interrupted` was its own status
+        memory, estimate, raw = r.get("cuda_memory") or {}, r.get("memory_estimate") or {}, r.get("raw_forward") or {}
+        training = ""
+        if "training_added" in memory:
+            training = gigabytes(memory["training_added"])
+            if estimate.get("needed"):
+                training += f" / {gigabytes(estimate['needed'])} ({estimate.get('method', '')})"
+        rows.append([r["task"], status, number(r.get("wall_s"), ".1f"), number(r.get("floor_s"), ".2f"),
+                     number(r.get("of_floor"), ".3f"), number(r.get("mfu"), ".3f"), number(r.get("tokens"), ","),
+                     number(r.get("decode_steps"), ","), number(raw.get("seconds"), ".2f"),
+                     batches(r).replace("=", " "),
+                     gigabytes(memory.get("peak_allocated")), training])
+    return tabulate(rows, tablefmt="github", headers=[
+        "task", "status", "wall s", "floor s", "of floor", "MFU", "tokens", "decode steps", "raw forward s",
+        "largest batches", "GPU peak GB", "training added GB: measured / estimated"])
+
+
 # ------------------------------------------------------------------ the command
 
 
 def parse_args(argv: list[str] | None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--markdown", type=Path, metavar="RECORD",
+                        help="print docs/gpu.md's table of a record this script wrote, then stop")
     parser.add_argument("--prepare", type=Path, metavar="DIR",
                         help="write config.json, SmolLM2's tokenizer and the tasks' data (DIR/cache) into DIR, then stop")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="smollm2-1.7b",
+                        help="the model --prepare writes the config of (default: smollm2-1.7b)")
     parser.add_argument("--model-dir", type=Path, metavar="DIR", help="a folder --prepare wrote")
     parser.add_argument("--tokenizer", type=Path, metavar="DIR", help="take the tokenizer files from DIR instead")
     parser.add_argument("--tasks", help="comma-separated task names, run in this order (default: every task a "
@@ -537,9 +797,16 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--batch-size", default="auto", help="passed to membench evaluate (default: auto)")
     parser.add_argument("--max-batch-size", type=int, help="passed to membench evaluate (default: its own)")
     parser.add_argument("--limit", type=int, help="passed to membench evaluate (default: none, the task's defaults)")
+    parser.add_argument("--evaluate-args", default="", metavar="ARGS",
+                        help="more options for membench evaluate, one string (e.g. \"--finetune-method lora\")")
+    parser.add_argument("--task-args", action="append", default=[], metavar="TASK=ARGS",
+                        help="more options for one task's evaluate call (repeatable), e.g. "
+                             "\"privacy_extraction=--finetune-method lora\"")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S,
                         help=f"start no task after this many seconds (default {BUDGET_S}); the rest are reported as not run")
+    parser.add_argument("--no-gradnorm-check", dest="gradnorm_check", action="store_false",
+                        help="skip the comparison of gradnorm's vmap and per-text loop before the tasks (CUDA only)")
     parser.add_argument("--dry-run", action="store_true", help="a 2-layer, 64-wide model on the CPU in float32")
     parser.add_argument("--peak-tflops", type=float, help="take this peak matmul rate instead of measuring it")
     parser.add_argument("--bandwidth-gbs", type=float, help="take this memory bandwidth (GB/s) instead of measuring it")
@@ -548,7 +815,7 @@ def parse_args(argv: list[str] | None):
     args = parser.parse_args(argv)
     args.device = args.device or ("cpu" if args.dry_run else "cuda")
     args.dtype = args.dtype or ("float32" if args.dry_run else "bfloat16")
-    if not args.prepare and not (args.model_dir or args.tokenizer):
+    if not args.prepare and not args.markdown and not (args.model_dir or args.tokenizer):
         parser.error("give --model-dir DIR (from --prepare DIR) or --tokenizer DIR")
     return args
 
@@ -574,8 +841,25 @@ def peaks(args, dtype) -> tuple[float, float, bool]:
             args.bandwidth_gbs * 1e9 if args.bandwidth_gbs else bandwidth, True)
 
 
+def as_record(report: dict, argv: list[str]) -> dict:
+    """`report` as a bench record (`bench/record.py`): the command, the date and the machine (the CPU's, and
+    the GPU's from the results files' environment), so docs/gpu.md's table can cite it."""
+    from bench.record import machine
+
+    environment = report.get("environment") or {}
+    gpu = {key: environment[key] for key in ("gpu_name", "gpu_count", "gpu_driver", "cuda", "transformers")
+           if environment.get(key) is not None}
+    return {"bench": "gpu_check.py", "command": " ".join(["python", "bench/gpu_check.py", *argv]),
+            "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), "machine": machine() | gpu,
+            "report": report}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
+    if args.markdown:
+        print(markdown_table(json.loads(args.markdown.read_text(encoding="utf-8"))))
+        return 0
     if args.model_dir and (args.model_dir / "cache").is_dir() and not os.environ.get("MEMBENCH_CACHE"):
         os.environ["MEMBENCH_CACHE"] = str((args.model_dir / "cache").resolve())
     import torch
@@ -586,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"not a task a causal LM is scored by: {', '.join(unknown)} (known: {', '.join(known)})")
     if args.prepare:
-        prepare(args.prepare, tasks)
+        prepare(args.prepare, tasks, args.shape)
         return 0
     started = time.perf_counter()
     dtype = getattr(torch, args.dtype)
@@ -598,6 +882,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gpu_check: {args.device} {args.dtype}: peak matmul {peak / 1e12:.1f} TFLOP/s, "
           f"memory {bandwidth / 1e9:.0f} GB/s ({'measured' if measured else 'given'})", file=sys.stderr)
     report = {"device": args.device, "dtype": args.dtype, "dry_run": args.dry_run, "limit": args.limit,
+              "evaluate_args": args.evaluate_args, "task_args": task_args(args),
               "batch_size_flags": flags, "notes": notes, "peak_tflops": peak / 1e12, "bandwidth_gbs": bandwidth / 1e9,
               "peaks_measured": measured, "config": config, "checkpoint": None, "environment": None,
               "finished": False, "total_s": None, "hook_errors": [], "tasks": []}
@@ -607,7 +892,8 @@ def main(argv: list[str] | None = None) -> int:
         report["total_s"], report["hook_errors"] = time.perf_counter() - started, meter.errors[:5]
         if args.output:
             args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+            text = json.dumps(as_record(report, argv), indent=2, default=str) + "\n"
+            args.output.write_text(text, encoding="utf-8")
 
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         model_dir = Path(scratch) / "model"
@@ -630,7 +916,17 @@ def main(argv: list[str] | None = None) -> int:
                             torch.cuda.synchronize()
                             torch.cuda.empty_cache()
                     report["environment"] = outcome.get("environment") or report["environment"]
-                    report["tasks"].append(row_of(name, outcome, meter.take(), peak, bandwidth))
+                    work = meter.take()
+                    raw = None
+                    if meter.models and outcome.get("status") == "ok":
+                        with contextlib.suppress(Exception):  # a replay that fails leaves the task's row as it is
+                            raw = replay_forward(meter.models[-1], work.passes, args.device)
+                        meter.take()  # the replay's own passes are no task's
+                    if (args.gradnorm_check and args.device.startswith("cuda") and meter.models
+                            and "gradnorm_check" not in report):
+                        report["gradnorm_check"] = checked_gradient_norms(meter.models[-1], args.device)
+                        meter.take()
+                    report["tasks"].append(row_of(name, outcome, work, peak, bandwidth, raw))
                     save()
         finally:
             meter.close()

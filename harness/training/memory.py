@@ -17,6 +17,12 @@ keeps each gradient and both moments in its parameter's dtype:
   B the batch, h the hidden size and Σ(L·S) the layers times the tokens of a row (causal LM:
   L·(1 + source + target tokens); seq2seq: encoder layers · source tokens + decoder layers ·
   (target tokens + 1)). LoRA keeps them too: the gradient flows back through the frozen layers.
+  LoRA in a 16-bit model also keeps each adapted layer's input in the adapter's float32: peft casts
+  the input to the adapter's dtype and autograd keeps the cast for the adapter's gradient, one
+  copy per adapted layer (q, k and v each their own): 4·B·Σ(in·S) over the adapted layers, S the
+  tokens of a row the layer runs on. Measured on an H100 (bench/results/gpu_check--qwen2.5-7b.json,
+  2026-11-27): without this term the estimate of a rank-16 all-linear adapter on a 7.6B Qwen2 was
+  8.77 GB against 15.61 GB measured; with it, 15.80 GB.
 - the logits: K·B·S_out·V·4 with K = 3 float32 arrays (the logits, their log-softmax and its
   gradient) over the vocabulary V, S_out the positions scored (causal: the row; seq2seq: the target).
 
@@ -55,6 +61,7 @@ class ModelShape:
     logit_tokens: int  # S_out for one row
     vocab_size: int
     linear_layers: tuple[tuple[str, int, int], ...]  # (name, in features, out features), the output head left out
+    linear_tokens: tuple[int, ...] = ()  # per linear layer, the tokens of a row it runs on (S above)
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,20 @@ def adapter_parameters(linear_layers: Sequence[tuple[str, int, int]], rank: int,
     """T = Σ rank·(in + out) over the linear layers LoRA adapts: all of them for peft's `all-linear`
     (the output head is not among `linear_layers`), else those whose name is a target or ends in
     `.target` (peft's rule for a list of names)."""
-    everything = list(targets) == ["all-linear"]
-    return sum(rank * (n_in + n_out) for name, n_in, n_out in linear_layers
-               if everything or any(name == t or name.endswith("." + t) for t in targets))
+    return sum(rank * (n_in + n_out) for name, n_in, n_out in linear_layers if adapted(name, targets))
+
+
+def adapted(name: str, targets: Sequence[str]) -> bool:
+    """Whether LoRA adapts the linear layer `name`: every one for peft's `all-linear` (the output head is
+    not among `ModelShape.linear_layers`), else one whose name is a target or ends in `.target` (peft's
+    rule for a list of names)."""
+    return list(targets) == ["all-linear"] or any(name == t or name.endswith("." + t) for t in targets)
+
+
+def adapter_inputs(shape: ModelShape, targets: Sequence[str]) -> int:
+    """Σ in·S over the adapted linear layers of a row: the input values LoRA casts to float32 and keeps."""
+    tokens = shape.linear_tokens or (shape.logit_tokens,) * len(shape.linear_layers)
+    return sum(n_in * n for (name, n_in, _), n in zip(shape.linear_layers, tokens) if adapted(name, targets))
 
 
 def estimate(shape: ModelShape, method: str, batch_size: int, on_cuda: bool, lora_rank: int = 8,
@@ -121,6 +139,8 @@ def estimate(shape: ModelShape, method: str, batch_size: int, on_cuda: bool, lor
         trainable = adapter_parameters(shape.linear_layers, lora_rank, lora_targets)
         state = trainable * ADAPTER_BYTES
         copy = state  # the adapter's own weights; the base weights are shared
+        if bytes_per_value < ADAPTER_BYTES:  # each adapted layer's input, cast to the adapter's float32
+            activations += ADAPTER_BYTES * batch_size * adapter_inputs(shape, lora_targets)
     else:
         raise ValueError(f"unknown fine-tuning method {method!r}")
     return Estimate(method=method, parameters=shape.parameters, loaded_model=shape.weight_bytes, copy=copy,
@@ -153,7 +173,7 @@ def model_shape(model: torch.nn.Module, seq2seq: bool, source_tokens: int, targe
         row = 1 + source_tokens + target_tokens
         layer_tokens, logit_tokens = (_config_int(config, "num_hidden_layers", "n_layer") or 0) * row, row
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    linear = []
+    linear, tokens = [], []
     for name, module in model.named_modules():
         if module is head:
             continue
@@ -161,10 +181,16 @@ def model_shape(model: torch.nn.Module, seq2seq: bool, source_tokens: int, targe
             linear.append((name, module.in_features, module.out_features))
         elif isinstance(module, Conv1D):  # GPT-2's linear layers: weight (in, out)
             linear.append((name, *module.weight.shape))
+        else:
+            continue
+        if not seq2seq:
+            tokens.append(logit_tokens)
+        else:  # an encoder's layers run on the source, a decoder's on the target (+ its start token)
+            tokens.append(source_tokens if "encoder" in name.split(".") else logit_tokens)
     return ModelShape(parameters=sum(p.numel() for p in parameters),
                       weight_bytes=sum(p.numel() * p.element_size() for p in parameters), hidden_size=hidden,
                       layer_tokens=layer_tokens, logit_tokens=logit_tokens, vocab_size=vocab,
-                      linear_layers=tuple(linear))
+                      linear_layers=tuple(linear), linear_tokens=tuple(tokens))
 
 
 @dataclass(frozen=True)

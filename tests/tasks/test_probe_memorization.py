@@ -3,6 +3,7 @@ one-line errors through the CLI, the MiniLM + UD English EWT control, and an end
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -253,6 +254,16 @@ def test_fits_in_worker_processes_predict_what_one_process_predicts(monkeypatch,
     started = []
     real_context = probes.multiprocessing.get_context
     monkeypatch.setattr(probes.multiprocessing, "get_context", lambda name=None: started.append(name) or real_context(name))
+    sent = []
+    real_sharing = probes.shared_with_workers
+
+    @contextlib.contextmanager
+    def sharing(shared, method):
+        with real_sharing(shared, method) as given:
+            sent.append(given.vectors)
+            yield given
+
+    monkeypatch.setattr(probes, "shared_with_workers", sharing)
     rng = np.random.default_rng(0)
     vectors = {"static": rng.normal(size=(120, 8)).astype(np.float32),
                "contextual": rng.normal(size=(120, 8)).astype(np.float32)}
@@ -264,6 +275,8 @@ def test_fits_in_worker_processes_predict_what_one_process_predicts(monkeypatch,
     alone = list(run_fits(fits, vectors, eval_rows, 3, 3, workers=1))
     side_by_side = list(run_fits(fits, vectors, eval_rows, 3, 3, workers=2))
     assert started == [method]
+    # forked workers share the matrices; spawned ones map them from .npy files, not a pickled copy each
+    assert all(isinstance(matrix, np.ndarray if method == "fork" else str) for matrix in sent[0].values())
     assert len(side_by_side) == len(fits)
     for (mine, _), (theirs, seconds) in zip(alone, side_by_side):
         assert len(theirs) == 2 and seconds > 0

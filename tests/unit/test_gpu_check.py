@@ -137,9 +137,14 @@ def test_dry_run_end_to_end(tmp_path, capsys):
     """The GPU check's whole path on the CPU (tiny Llama of the GPT-2 tokenizer's vocabulary, float32)."""
     output = tmp_path / "gpu_check.json"
     status = gpu_check.main(["--dry-run", "--tokenizer", str(TOKENIZER), "--limit", "2", "--output", str(output),
-                             "--tasks", "mink_membership,paywall_memorization,stereoset"])
+                             "--tasks", "mink_membership,paywall_memorization,stereoset",
+                             "--task-args", "stereoset=--seed 0"])
     assert status == 0
-    report = json.loads(output.read_text())
+    record = json.loads(output.read_text())  # a bench record: the command, date and machine with the report
+    assert record["bench"] == "gpu_check.py" and record["command"].startswith("python bench/gpu_check.py --dry-run")
+    assert record["machine"]["cpu"] and record["date"]
+    report = record["report"]
+    assert report["task_args"] == {"stereoset": "--seed 0"} and "gradnorm_check" not in report  # CUDA only
     printed = capsys.readouterr().out
     assert report["device"] == "cpu" and report["dtype"] == "float32" and report["peaks_measured"]
     assert report["config"]["vocab_size"] == 2048 and report["config"]["num_hidden_layers"] == 2
@@ -160,3 +165,16 @@ def test_dry_run_end_to_end(tmp_path, capsys):
     assert rows["mink_membership"]["grad_tokens"] > 0  # gradnorm's per-text gradients
     assert rows["paywall_memorization"]["decode_steps"] > 0
     assert rows["stereoset"]["decode_steps"] == 0 and rows["stereoset"]["grad_tokens"] == 0
+
+
+def test_the_docs_tables_are_the_records():
+    """docs/gpu.md shows each committed GPU record as `--markdown` prints it, in a section that names the
+    record, its date and its GPU."""
+    page = (ROOT / "docs" / "gpu.md").read_text(encoding="utf-8")
+    records = sorted((ROOT / "bench" / "results").glob("gpu_check--*.json"))
+    assert records
+    for path in records:
+        record = json.loads(path.read_text())
+        assert gpu_check.markdown_table(record) in page, f"docs/gpu.md does not show {path.name} as it is"
+        section = next(part for part in page.split("\n## ") if f"bench/results/{path.name}" in part)
+        assert record["date"] in section and record["machine"]["gpu_name"].split(" 80GB")[0] in section
