@@ -132,7 +132,9 @@ def unknown_flags(path: Path) -> list[str]:
 
 # Flags of other programs that the docs name alone in inline code (accelerate's, lm-eval's, the
 # official StereoSet code's, a bench script's); every other inline `--flag` must be membench's.
-OTHER_PROGRAMS_FLAGS = {"--multi_gpu", "--model_args", "--unconditional_start_token", "--make-tiny-bert"}
+OTHER_PROGRAMS_FLAGS = {"--multi_gpu", "--model_args", "--unconditional_start_token", "--make-tiny-bert",
+                        # bench/gpu_check.py's (docs/gpu.md)
+                        "--evaluate-args", "--task-args", "--shape", "--prepare", "--markdown"}
 
 
 def unknown_inline_flags(path: Path) -> list[str]:
