@@ -366,8 +366,9 @@ def instrumented_loading(meter: Meter):
 def replay_forward(model, passes: list[Pass], device: str) -> dict | None:
     """The raw forward pass on a task's own batches: each pass of the task without gradients that is not a
     decode step (scoring, encoding, a generation's prompt) run again back to back, the body on random ids of the
-    pass's shape and the LM head on as many rows as the task asked of it, timed with CUDA events. Its time
-    against the task's wall time says how much of the task is the model's forward passes at all."""
+    pass's shape and the LM head on as many rows as the task asked of it, timed with CUDA events (on a CPU,
+    the clock). Its time against the task's wall time says how much of the task is the model's forward passes
+    at all."""
     import torch
 
     pairs, body = [], None
@@ -377,7 +378,7 @@ def replay_forward(model, passes: list[Pass], device: str) -> dict | None:
         elif body is not None:
             pairs.append((body.shape, p.positions))
             body = None
-    if not pairs or not device.startswith("cuda"):
+    if not pairs:
         return None
     head, vocab = model.get_output_embeddings(), model.get_output_embeddings().weight.shape[0]
     generator = torch.Generator(device=device).manual_seed(0)
@@ -390,6 +391,10 @@ def replay_forward(model, passes: list[Pass], device: str) -> dict | None:
 
     with torch.inference_mode():
         run()  # warm-up: kernel selection for each shape
+        if not device.startswith("cuda"):
+            started = time.perf_counter()
+            run()
+            return {"passes": len(pairs), "seconds": time.perf_counter() - started}
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run()
@@ -402,8 +407,10 @@ def gradient_norm_check(model, device: str, texts: int = 12, tokens: int = 256) 
     """mink_membership's gradnorm both ways on `texts` random rows of `tokens` tokens (about the task's mean
     row: 258,455 gradient tokens over 708 texts on the 1.7B, 2026-11-27): `torch.func.vmap` over batches of
     1 and 3 texts (`gradients.batched_norms`, the task's way) against MIMIR's loop of one backward pass a text
-    (`gradients.looped_norm`), each timed after a warm-up; and the top operators of one vmap batch of 3 by
-    their CUDA time (torch.profiler). The values agree (tests/unit/test_gradnorm.py); this says which is faster."""
+    (`gradients.looped_norm`), each timed after a warm-up; the memory a batch of 1 and of 3 adds at its peak
+    beside `gradient_batch`'s reckoning per text (a batch of 6 it allowed ran out of memory on an H100); and
+    the top operators of one vmap batch of 3 by their CUDA time (torch.profiler). The values agree
+    (tests/unit/test_gradnorm.py); this says which is faster."""
     import math
 
     import torch
@@ -427,8 +434,17 @@ def gradient_norm_check(model, device: str, texts: int = 12, tokens: int = 256) 
         def batched(batch=batch):
             for start in range(0, texts, batch):
                 gradients.batched_norms(model, rows[start:start + batch], math.inf, 0, used)
-        batched() if batch == 3 else gradients.batched_norms(model, rows[:1], math.inf, 0, used)  # warm-up
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        gradients.batched_norms(model, rows[:batch], math.inf, 0, used)  # warm-up, and its peak memory
+        torch.cuda.synchronize()
+        found[f"vmap_batch_{batch}_added_bytes"] = torch.cuda.max_memory_allocated() - before
         found[f"vmap_batch_{batch}_s"] = synced(batched)
+    # what `gradients.gradient_batch` reckons a text takes, against the peaks above
+    element = next(model.parameters()).element_size()
+    found["gradient_batch_bytes_per_text"] = (2 * sum(p.numel() for p in model.parameters()) * element
+                                              + 3 * 4 * tokens * gradients.output_vocabulary(model))
     gradients.looped_norm(model, rows[0], math.inf)
     found["loop_s"] = synced(lambda: [gradients.looped_norm(model, row, math.inf) for row in rows])
     from torch.profiler import ProfilerActivity, profile

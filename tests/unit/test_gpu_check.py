@@ -165,6 +165,9 @@ def test_dry_run_end_to_end(tmp_path, capsys):
     assert rows["mink_membership"]["grad_tokens"] > 0  # gradnorm's per-text gradients
     assert rows["paywall_memorization"]["decode_steps"] > 0
     assert rows["stereoset"]["decode_steps"] == 0 and rows["stereoset"]["grad_tokens"] == 0
+    # the raw forward pass: every scoring pass of stereoset replayed; mink's gradient passes are not replayed
+    assert rows["stereoset"]["raw_forward"]["passes"] == rows["stereoset"]["forward_passes"] > 0
+    assert 0 < rows["mink_membership"]["raw_forward"]["passes"] < rows["mink_membership"]["forward_passes"]
 
 
 def test_the_docs_tables_are_the_records():
