@@ -442,9 +442,7 @@ def gradient_norm_check(model, device: str, texts: int = 12, tokens: int = 256) 
         found[f"vmap_batch_{batch}_added_bytes"] = torch.cuda.max_memory_allocated() - before
         found[f"vmap_batch_{batch}_s"] = synced(batched)
     # what `gradients.gradient_batch` reckons a text takes, against the peaks above
-    element = next(model.parameters()).element_size()
-    found["gradient_batch_bytes_per_text"] = (2 * sum(p.numel() for p in model.parameters()) * element
-                                              + 3 * 4 * tokens * gradients.output_vocabulary(model))
+    found["gradient_batch_bytes_per_text"] = gradients.bytes_per_text(model, tokens)
     gradients.looped_norm(model, rows[0], math.inf)
     found["loop_s"] = synced(lambda: [gradients.looped_norm(model, row, math.inf) for row in rows])
     from torch.profiler import ProfilerActivity, profile

@@ -64,9 +64,15 @@ def gradient_batch(model, longest: int, batch_size: int) -> int:
     device = next(model.parameters()).device
     if not budgets.on_accelerator(device):
         return max(1, min(batch_size, GRADIENT_BUDGET // max(1, n_params)))
-    element = next(model.parameters()).element_size()
-    per_text = 2 * n_params * element + 3 * 4 * longest * output_vocabulary(model)
+    per_text = bytes_per_text(model, longest)
     return max(1, min(batch_size, int(budgets.free_bytes(device) * budgets.ACCELERATOR_GRADIENT_SHARE) // per_text))
+
+
+def bytes_per_text(model, longest: int) -> int:
+    """What `gradient_batch` reckons one text of `longest` tokens takes on an accelerator: two copies of
+    every parameter and its float32 logits three times over."""
+    element = next(model.parameters()).element_size()
+    return 2 * sum(p.numel() for p in model.parameters()) * element + 3 * 4 * longest * output_vocabulary(model)
 
 
 def norm_of(gradients: torch.Tensor, p: float) -> torch.Tensor:
