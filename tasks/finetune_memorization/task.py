@@ -6,9 +6,11 @@ engine privacy_extraction uses). Before training (epoch 0) and after each checkp
 are measured against held-out non-members: every membership attack that needs no second model
 (`harness.scoring.membership`, mink_membership's code path), beside blind baselines; eidetic and
 approximate memorization of each text's continuation (paywall_memorization's metrics); exact
-memorization (Tirumala et al. 2022). A second fresh copy trained on the non-members instead is the
-reversed control. Ishihara & Takahashi 2024 measure the same growth with epochs on GPT-2s they
-pre-train. Definitions: README.md beside this file.
+memorization (Tirumala et al. 2022); the probability p_z that one draw of a sampling scheme reproduces
+each text's continuation exactly, and the share (n, p)-discoverable (Hayes et al. 2024;
+`harness.scoring.extraction_report`). A second fresh copy trained on the non-members instead is the
+reversed control, measured the same way but for the greedy continuations. Ishihara & Takahashi 2024
+measure the same growth with epochs on GPT-2s they pre-train. Definitions: README.md beside this file.
 """
 
 from __future__ import annotations
@@ -36,9 +38,17 @@ from harness.metrics.dataset_report import (
     guard_warning,
 )
 from harness.metrics.detection import detection_metrics, finite_only
-from harness.scoring.batching import model_context
+from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import causal_token_logprobs
-from harness.scoring.generation import greedy_continuations
+from harness.scoring.extraction import extraction_logprobs_ids, log_pz
+from harness.scoring.extraction_report import (
+    LOG10_PZ_FLOOR,
+    ExtractionConfig,
+    floored_log10,
+    probability_gaps,
+    probability_metrics,
+)
+from harness.scoring.generation import greedy_continuations, prompt_cuts
 from harness.scoring.membership import (
     dc_pdd_scores,
     gradnorm_scores,
@@ -68,9 +78,9 @@ GROUPS = {1: "members", 0: "non_members"}
 BLIND_FOLDS, BLIND_FEATURES = 5, 34
 
 
-class FinetuneMemorizationConfig(FinetuneMethodConfig, DatasetInferenceConfig):
+class FinetuneMemorizationConfig(ExtractionConfig, FinetuneMethodConfig, DatasetInferenceConfig):
     """The fine-tuning method, its learning rate and LoRA's settings: `FinetuneMethodConfig`; dataset
-    inference's: `DatasetInferenceConfig`."""
+    inference's: `DatasetInferenceConfig`; (n, p)-discoverable extraction's: `ExtractionConfig`."""
 
     data: str = Field("reference", description="the membership corpus: 'reference' (English XSum, the split the "
                       "reference GPT-2s learn), 'reference:ja', or a JSONL file of {text, label} rows (1 = member)")
@@ -199,6 +209,33 @@ def continuation_memorization(net, tokenizer, data: KnownData, tags: dict[str, s
     return out, list(zip(generated, eidetic.tolist(), approximate.tolist()))
 
 
+def continuation_log_pz(net, tokenizer, data: KnownData, config: FinetuneMemorizationConfig, batch_size: int,
+                        progress) -> np.ndarray:
+    """log p_z of each text's continuation under the configured sampling scheme, one teacher-forced pass
+    (`extraction.extraction_logprobs_ids`), on the very prompt tokens and budget the greedy continuation
+    has (`generation.prompt_cuts`, as paywall_memorization's `extraction_targets`): the target is the
+    continuation's tokens cut to that budget, so greedy decoding gives p_z = 1 exactly where the greedy
+    continuation is the target."""
+    continuations = tokenizer([t.continuation for t in data.texts], add_special_tokens=False)["input_ids"]
+    _, cut, budgets, _, _ = prompt_cuts(tokenizer, [t.prompt for t in data.texts], [len(ids) for ids in continuations],
+                                        model_context(net))
+    targets = [list(ids[:budget]) for ids, budget in zip(continuations, budgets)]
+    rows = extraction_logprobs_ids(net, cut, targets, config.scheme(), batch_size, padding_id(tokenizer), progress)
+    return log_pz(rows)
+
+
+def extraction_metrics(data: KnownData, log_p: np.ndarray, config: FinetuneMemorizationConfig,
+                       tags: dict[str, str]) -> list[Metric]:
+    """Per group (members, non-members) the continuations' extraction metrics
+    (`extraction_report.probability_metrics`), and members minus non-members (group `gap`)."""
+    labels = np.array([t.label for t in data.texts])
+    out = []
+    for label, group in GROUPS.items():
+        out += probability_metrics(log_p[labels == label], config, {"group": group, **tags})
+    out += probability_gaps(log_p[labels == 1], log_p[labels == 0], config, {"group": "gap", **tags})
+    return out
+
+
 def blind_metrics(data: KnownData, config: FinetuneMemorizationConfig, seed: int) -> tuple[list[Metric], dict]:
     """The blind baselines on the cut texts (no model: one reading for every checkpoint): bag of words
     and latest year, out-of-fold (`harness.metrics.blind`, mink_membership's defaults)."""
@@ -247,9 +284,10 @@ def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> d
 @register
 class FinetuneMemorization(Task):
     NAME = "finetune_memorization"
-    VERSION = 3
+    VERSION = 4
     DESCRIPTION = ("Memorization with known truth: a copy trained on known members, then membership attacks, "
-                   "eidetic/approximate and exact memorization against held-out non-members, epoch by epoch")
+                   "eidetic/approximate and exact memorization and the continuations' extraction probability "
+                   "against held-out non-members, epoch by epoch")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="auc", tags={"score": HEADLINE_SCORE, "epoch": "1", "trained_on": "members"},
                         label="Min-K% 20% AUC after 1 epoch", better="lower")
@@ -312,11 +350,16 @@ class FinetuneMemorization(Task):
                 inference[f"{trained_on}@{epoch}"] = report.info
                 inference_seconds.append(time.perf_counter() - clock)
             metrics += exact_memorization(data, facts, tags)
+            log_p = None
+            if config.extraction:
+                log_p = continuation_log_pz(net, tokenizer, data, config, batch, progress)
+                metrics += extraction_metrics(data, log_p, config, tags)
             continuations = [None] * len(data.texts)
             if with_continuations:
                 found, continuations = continuation_memorization(net, tokenizer, data, tags, batch, progress)
                 metrics += found
-            samples = [_sample(t, epoch, trained_on, values.get(i), facts.get(i), continuations[i])
+            samples = [_sample(t, epoch, trained_on, values.get(i), facts.get(i), continuations[i],
+                               None if log_p is None else float(floored_log10(log_p[i:i + 1])[0]))
                        for i, t in enumerate(data.texts)]
             return Measured(metrics, samples, round(time.perf_counter() - started, 2))
 
@@ -363,6 +406,10 @@ class FinetuneMemorization(Task):
                 "epochs_to_auc": (f"epoch {reached}" if reached is not None
                                   else f"not reached within {max(config.epochs)} epochs"),
                 "checkpoint": "epoch 0 is the evaluated checkpoint itself"}
+        if config.extraction:
+            info["extraction"] = {"scheme": config.scheme().as_dict(), "attempts": list(config.extraction_attempts),
+                                  "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR,
+                                  "targets": "each text's continuation given its prompt (the greedy one's reference)"}
         if inference:
             info["dataset_inference"] = inference
             info["dataset_inference_seconds"] = round(sum(inference_seconds), 3)
@@ -371,11 +418,13 @@ class FinetuneMemorization(Task):
 
 
 def _sample(text: KnownText, epoch: int, trained_on: str, scores: dict[str, float] | None, facts: dict | None,
-            continuation: tuple[str, int, float] | None) -> dict[str, Any]:
-    """One text's record at one checkpoint (`--log-samples`)."""
+            continuation: tuple[str, int, float] | None, log10_pz: float | None = None) -> dict[str, Any]:
+    """One text's record at one checkpoint (`--log-samples`); log10_pz floored at LOG10_PZ_FLOOR."""
     row: dict[str, Any] = {"id": text.text_id, "label": text.label, "epoch": epoch, "trained_on": trained_on,
                            "scores": {k: v if math.isfinite(v) else None for k, v in (scores or {}).items()},
                            **(facts or {})}
     if continuation is not None:
         row |= {"generation": continuation[0], "eidetic": int(continuation[1]), "approximate": continuation[2]}
+    if log10_pz is not None:
+        row["log10_pz"] = log10_pz
     return row

@@ -90,7 +90,8 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     """On the quick reference model of the same source (it never saw the split): epoch 0 near chance, the
     members detected after training at a high learning rate, and the copy trained on the non-members
     reverses the AUC; the epoch-0 per-text scores are mink_membership's on the same texts."""
-    results = evaluate(quick_outside, tmp_path / "run", *SMALL, "--epochs", "1,3", "--learning-rate", "3e-3")
+    results = evaluate(quick_outside, tmp_path / "run", *SMALL, "--epochs", "1,3", "--learning-rate", "3e-3",
+                       "--extraction-top-k", "none")  # at top-k 40 no 20-word continuation of this model is drawable
     [entry] = results["tasks"]
     assert entry["status"] == "ok"
     at = {epoch: metric(entry, "auc", score="min_k_20", epoch=str(epoch), trained_on="members") for epoch in (0, 1, 3)}
@@ -102,6 +103,15 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     assert metric(entry, "approximate_mean", group="members", epoch="3", trained_on="members") > \
         metric(entry, "approximate_mean", group="non_members", epoch="3", trained_on="members")
     assert metric(entry, "epochs_to_auc", score="min_k_20", threshold="0.9") in (1, 3)
+    # extraction: the members' continuations grow likelier to be drawn with training, the non-members' stay
+    # near the checkpoint's; the copy trained on the non-members reverses the gap
+    pz = {(group, epoch): metric(entry, "log10_pz_median", group=group, epoch=str(epoch), trained_on="members")
+          for group in ("members", "non_members") for epoch in (0, 1, 3)}
+    assert pz["members", 3] > pz["members", 1] > pz["members", 0]
+    assert abs(pz["non_members", 3] - pz["non_members", 0]) < pz["members", 3] - pz["members", 0]
+    assert metric(entry, "pz_mean_gap", group="gap", epoch="3", trained_on="members") > 0
+    assert metric(entry, "log10_pz_median_gap", group="gap", epoch="1", trained_on="non_members") < 0
+    assert entry["info"]["extraction"]["scheme"]["top_k"] is None
     # dataset inference: no evidence at epoch 0, members found after training (12 texts a side), no guard alarm
     p = {epoch: metric(entry, "di_p_value", epoch=str(epoch), trained_on="members") for epoch in (0, 1, 3)}
     assert p[3] <= p[1] < 0.05 < p[0]  # both may sit at the smallest p-value, 1 / (99 + 1)
