@@ -32,6 +32,7 @@ Preprocessing = Literal["train", "linear_di"]
 MIN_PER_SIDE = 4  # 2 texts per side fit the classifier, 2 are tested (a t-test needs 2 per group)
 PERMUTATIONS = 99  # random relabelings that calibrate the combined statistic (--di-permutations)
 SPLITS = 5  # seeded fit/test splits averaged into the statistic (--di-splits)
+CURVE_SPLITS = 1  # splits per curve point below the full pool (linear_di.py's curve is single-split): 5x cheaper
 # texts per side of the curve (after linear_di.py's p_sample_list, from 10: fewer barely fit 7 scores)
 CURVE_SIZES = (10, 20, 50, 100, 200, 300, 500, 1000, 2000)
 FITS_PER_BATCH = 256  # splits stacked into one Newton solve (about 40 MB at 400 texts and 19 scores)
@@ -249,8 +250,9 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     exchangeable under the model's scores (not trained on, same distribution); H1: suspect texts score as
     more "seen". `features`: texts x attacks (columns named by `names`), `labels`: 1 suspect, 0 validation.
     Rows with a NaN or infinite score are dropped (counted) or, with `nonfinite="raise"`, refused. The
-    curve runs the same test on a seeded subsample of n texts per side for each n of `curve_sizes` below the
-    smaller side, then ends with the smaller side's size and `p_value` (all texts; None: no curve)."""
+    curve runs the test on one split (`CURVE_SPLITS`, calibrated by the same relabelings) of a seeded subsample
+    of n texts per side for each n of `curve_sizes` below the smaller side, then ends with the smaller side's
+    size and `p_value` (all texts, `n_splits` splits; None: no curve)."""
     x, y, dropped = check_input(features, labels, names, nonfinite)
     if 1 / (permutations + 1) > alpha:
         raise UserError(f"dataset inference: {permutations} permutations cannot give a p-value at or below alpha "
@@ -267,7 +269,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
         sub_rng = np.random.default_rng(streams[1])
         for n in sorted({n for n in curve_sizes if MIN_PER_SIDE <= n < smaller}):
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
-            sub = combined(x[rows], y[rows], n_splits, permutations, n // 2, sub_rng, clip_fraction, equal_var)
+            sub = combined(x[rows], y[rows], CURVE_SPLITS, permutations, n // 2, sub_rng, clip_fraction, equal_var)
             curve.append((n, sub.p_value))
         curve.append((smaller, found.p_value))
     return DatasetInferenceResult(

@@ -136,7 +136,7 @@ def inference_features(config: MinkConfig) -> list[str]:
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 8
+    VERSION = 9  # 9: dataset inference's curve points below the full pool on one split each (issue 51)
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
