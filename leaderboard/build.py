@@ -131,21 +131,23 @@ def extra_plot_names(task: str, heads: list[Headline]) -> list[str]:
 
 def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[str]:
     """The task's plots of its own key metrics flagged `plot` (`plot_data.extra_heads`), as markdown
-    lines to append under its main plot: per plot one paragraph (the board stays short), its image, a
-    one-line caption (`plot_caption`) and the note of what it leaves out; the PNGs go into `plots`
-    (file name -> bytes)."""
+    lines to append under its main plot, in one paragraph however many there are (the board stays
+    short): their images side by side on one line, then one caption line (`plot_caption`; with
+    several, "From left: " and theirs in order) and the note of each plot that leaves something out;
+    the PNGs go into `plots` (file name -> bytes)."""
     heads = extra_heads(task, board)
-    lines = []
+    images, captions, notes = [], [], []
     for name, head in zip(extra_plot_names(task, heads), heads):
         png, note = task_plot(task, board, head)
-        paragraph = []
         if png:
             plots[name] = png
-            paragraph += [f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})", plot_caption(head)]
+            images.append(f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})")
+            captions.append(plot_caption(head))
         if note:
-            paragraph.append(note)
-        lines += ["", *paragraph] if paragraph else []
-    return lines
+            notes.append(note)
+    caption = captions[0] if len(captions) == 1 else "From left: " + "; ".join(captions)
+    paragraph = ([" ".join(images), caption] if images else []) + notes
+    return ["", *paragraph] if paragraph else []
 
 
 def changed_lines(items: list, task: bool = True) -> list[str]:

@@ -68,12 +68,13 @@ class PlotData:
 
     def quantity(self) -> str:
         """What the value axis holds. Bars: the headline's label. Lines against the axis tag: the
-        label up to its first comma (`Min-K% 20% AUC, 128 words` -> `Min-K% 20% AUC`), unless that
+        label up to its first comma outside parentheses (`Min-K% 20% AUC, 128 words` -> `Min-K% 20% AUC`;
+        `(100, 0.5)-extractable members, 4 epochs` -> `(100, 0.5)-extractable members`), unless that
         part names the headline's own axis value (`... after 1 epoch`, which the axis runs over);
         then the metric and its fixed tags (`auc: score=min_k_20, trained_on=members`)."""
         if not self.axis_tag:
             return self.head.label
-        first_part = self.head.label.split(",")[0].strip()
+        first_part = re.split(r",(?![^(]*\))", self.head.label)[0].strip()  # a comma inside (...) stays
         if not _names_number(first_part, self.head.tags[self.axis_tag]):
             return first_part
         fixed = ", ".join(f"{k}={v}" for k, v in self.head.tags.items() if k != self.axis_tag)

@@ -297,6 +297,10 @@ class FinetuneMemorization(Task):
                         log_scale=True, reference_line=0.05),
                Headline(metric="epochs_to_auc", tags={"score": HEADLINE_SCORE, "threshold": "0.9"},
                         label="epochs to Min-K% AUC 0.9", better="higher"),
+               # the epoch first: the plot runs along it (the first numeric tag), not along the attempts
+               Headline(metric="extractable", tags={"epoch": "4", "trained_on": "members", "group": "members",
+                                                    "attempts": "100", "level": "0.5"},
+                        label="(100, 0.5)-extractable members, 4 epochs", better="lower", plot=True),
                Headline(metric="auc", tags={"score": "loss", "epoch": "1", "trained_on": "members"},
                         label="loss AUC, 1 epoch", better="lower"),
                Headline(metric="exact_memorization", tags={"group": "gap", "epoch": "1", "trained_on": "members"},

@@ -100,6 +100,9 @@ def test_the_value_axis_names_what_is_plotted_not_the_headlines_point(tmp_path):
     # a label that puts the point after a comma keeps its words up to the comma
     comma = AUC_AFTER_1.model_copy(update={"label": "Min-K% 20% AUC, 1 epoch"})
     assert plot_data(TASK, board_with(comma))[0].axis_title() == "Min-K% 20% AUC (lower is better)"
+    # a comma inside parentheses is part of the words: (n, p) of an extraction share
+    pair = AUC_AFTER_1.model_copy(update={"label": "(100, 0.5)-extractable members, 1 epoch"})
+    assert plot_data(TASK, board_with(pair))[0].axis_title() == "(100, 0.5)-extractable members (lower is better)"
     # a number in the label that is not the axis point (20 of Min-K% 20%, at epoch 2) is no reason to leave it
     at_2 = AUC_AFTER_1.model_copy(update={"label": "Min-K% 20% AUC at the last epoch", "tags": {**AUC_AFTER_1.tags,
                                                                                                   "epoch": "2"}})

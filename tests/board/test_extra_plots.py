@@ -153,3 +153,25 @@ def test_plot_file_names_stay_apart_and_safe():
     assert extra_plot_names(TASK, [members, others, hostile, members]) == [
         f"{TASK}--di_p_value--trained_on-members.png", f"{TASK}--di_p_value--trained_on-non-members.png",
         f"{TASK}--etc-passwd.png", f"{TASK}--di_p_value--trained_on-members-2.png"]
+
+
+def test_several_flagged_headlines_share_one_paragraph_their_images_side_by_side(tmp_path):
+    """Two plots of their own cost the board the lines of one: their images on one line, one caption line
+    naming them from the left."""
+    auc_plot = AUC.model_copy(update={"plot": True, "label": "AUC, every epoch"})
+    folder = tmp_path / "two"
+    folder.mkdir()
+    results = make_results("model-a", ID_A)
+    flagged = entry(A_VALUES).model_copy(update={"summary": [AUC, P_VALUE, auc_plot]})
+    submit(folder, results.model_copy(update={"tasks": [flagged]}))
+    markdown, plots = render_markdown(folder)
+    names = extra_plot_names(TASK, [P_VALUE, auc_plot])
+    assert sorted(plots) == sorted([f"{TASK}.png", *names])
+    lines = section(markdown, f"## {TASK}").splitlines()
+    main = lines.index(f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png)")
+    assert lines[main + 1:main + 6] == [
+        "", " ".join(f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})" for name in names),
+        "From left: dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05); "
+        "AUC, every epoch (lower is better)",
+        "Plot of dataset inference p-value after 1 epoch: Leaves out values ≤ 0, which a log10 axis cannot draw: "
+        "model-a (aaaaaaaa) (1 of 4).", ""]  # then the note of what a plot leaves out, and the paragraph ends

@@ -12,12 +12,14 @@ from tests.helpers.committed import card_table, flat, newest_committed, same, se
 
 ROOT = Path(__file__).resolve().parents[2]
 CARD = (ROOT / "tasks" / "finetune_memorization" / "README.md").read_text(encoding="utf-8")
-# column header -> (metric, tag, tag value)
-COLUMNS = {"Min-K% 20": ("auc", "score", "min_k_20"), "LOSS": ("auc", "score", "loss"),
-           "zlib": ("auc", "score", "zlib"), "Min-K%++ 20": ("auc", "score", "min_k_pp_20"),
-           "ReCaLL": ("auc", "score", "recall"), "DC-PDD": ("auc", "score", "dc_pdd"),
-           "exact gap": ("exact_memorization", "group", "gap"), "approximate gap": ("approximate_mean", "group", "gap"),
-           "eidetic chars, members": ("eidetic_mean", "group", "members")}
+# column header -> (metric, the column's tags beside the row's epoch and trained_on)
+COLUMNS = {"Min-K% 20": ("auc", {"score": "min_k_20"}), "LOSS": ("auc", {"score": "loss"}),
+           "zlib": ("auc", {"score": "zlib"}), "Min-K%++ 20": ("auc", {"score": "min_k_pp_20"}),
+           "ReCaLL": ("auc", {"score": "recall"}), "DC-PDD": ("auc", {"score": "dc_pdd"}),
+           "exact gap": ("exact_memorization", {"group": "gap"}), "approximate gap": ("approximate_mean", {"group": "gap"}),
+           "eidetic chars, members": ("eidetic_mean", {"group": "members"}),
+           "(100, 0.5)-extractable, members": ("extractable", {"group": "members", "attempts": "100", "level": "0.5"}),
+           "p_z = 0, members": ("pz_zero_share", {"group": "members"})}
 
 
 def formatted(value: float | None) -> str:
@@ -32,8 +34,8 @@ def test_every_figure_of_the_curves_is_the_committed_one():
         model, trained_on, epoch = row[0], row[1].replace("-", "_"), row[2]
         values = {(m.name, tuple(sorted(m.tags.items()))): m.value for m in entries[model].metrics}
         for column, cell in zip(header[3:], row[3:]):
-            metric, key, value = COLUMNS[column]
-            tags = tuple(sorted({key: value, "epoch": epoch, "trained_on": trained_on}.items()))
+            metric, column_tags = COLUMNS[column]
+            tags = tuple(sorted({**column_tags, "epoch": epoch, "trained_on": trained_on}.items()))
             assert cell == formatted(values.get((metric, tags))), (model, trained_on, epoch, column)
 
 
@@ -81,7 +83,7 @@ def test_the_stated_intervals_are_the_recorded_ones():
     half-width of every table attack's AUC interval at epoch 0, and every AUC of those attacks below 0.1 or
     above 0.9 has a narrower one; the epoch-0 Min-K% 20% intervals include 0.5, as the reading says."""
     (half,) = sentence(flat(CARD), r"intervals are in the files: ±([\d.]+) at epoch 0, narrower as the AUC nears 0 or 1")
-    scores = {tag for metric, key, tag in COLUMNS.values() if metric == "auc"}
+    scores = {tags["score"] for metric, tags in COLUMNS.values() if metric == "auc"}
     for model, entry in newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION).items():
         aucs = [m for m in entry.metrics if m.name == "auc" and m.tags.get("score") in scores]
         at_zero = [m for m in aucs if m.tags["epoch"] == "0"]
@@ -215,3 +217,19 @@ def test_the_stated_dataset_inference_p_values_are_the_files():
     guard = [m.value for entry in entries.values() for m in entry.metrics if m.name == "di_guard_p_value"]
     assert len(guard) == len(entries) and max(guard) - min(guard) < 1e-9
     assert same(sentence(flat(CARD), r"The IID guard reads\s+([\d.]+) on these texts")[0], guard[0])
+
+
+def test_the_stated_extraction_shares_are_the_files():
+    """"(with 10,000 draws, N% of them after 4 epochs)": gemma's members' (10,000, 0.5)-extractable share, to the
+    percent; "No non-member is (10,000, 0.5)-extractable at any checkpoint of any row": every committed row's."""
+    entries = newest_committed(FinetuneMemorization.NAME, FinetuneMemorization.VERSION)
+    text = flat(CARD)
+    (percent,) = sentence(text, r"with 10,000 draws, (\d+)% of them after 4 epochs")
+    [gemma] = [m.value for m in entries["gemma-3-270m-q4_k_m"].metrics if m.name == "extractable" and m.tags == {
+        "group": "members", "epoch": "4", "trained_on": "members", "attempts": "10000", "level": "0.5"}]
+    assert int(percent) == round(100 * gemma), (percent, gemma)
+    assert "No non-member is (10,000, 0.5)-extractable at any checkpoint of any row" in text
+    for model, entry in entries.items():
+        shares = [m.value for m in entry.metrics if m.name == "extractable" and m.tags["group"] == "non_members"
+                  and m.tags["attempts"] == "10000"]
+        assert len(shares) == 5 and not any(shares), (model, shares)

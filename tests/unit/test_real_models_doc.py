@@ -58,7 +58,11 @@ PHRASES: dict[str, list[tuple[str, list[tuple[str, dict[str, str], str]]]]] = {
         (rf"Min-K% 20% AUC {NUM} before training, {NUM} after 1 epoch, {NUM} after 2, {NUM} after 4; "
          rf"{NUM} trained on the non-members",
          [("auc", {"score": "min_k_20", "epoch": epoch, "trained_on": "members"}, "value") for epoch in "0124"]
-         + [("auc", {"score": "min_k_20", "epoch": "1", "trained_on": "non_members"}, "value")])],
+         + [("auc", {"score": "min_k_20", "epoch": "1", "trained_on": "non_members"}, "value")]),
+        # the (n, p) and the epoch are words of the phrase: a reworded one stops matching
+        (rf"; \(100, 0\.5\)-extractable members {NUM} after 4 epochs",
+         [("extractable", {"group": "members", "epoch": "4", "trained_on": "members", "attempts": "100",
+                           "level": "0.5"}, "value")])],
 }
 # words of a task cell that name a changed setting without `name=value`: phrase -> (setting, check of its value)
 SETTING_WORDS = {"no gradnorm": ("attacks", lambda value: "gradnorm" not in value)}
