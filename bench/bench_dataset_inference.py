@@ -29,8 +29,10 @@ Measured:
   cost      dataset inference's own seconds against the task's: `dataset_report.dataset_inference_report` at the
             task's defaults re-timed on each run's scores, as the task calls it (every group; the guard once
             per finetune run, at each length in mink), against the run's wall time without the dataset
-            inference it recorded (the model's work does not depend on the version); in a process that keeps
-            freed memory as membench's commands do, the fits on `fit_threads` threads (the BLAS pools' count)
+            inference it recorded (the model's work does not depend on the version), and against the committed
+            run of the same model and task (`committed_share`: the job's, at the task's defaults, or the real
+            rows' settings); in a process that keeps freed memory as membench's commands do, the fits on
+            `fit_threads` threads (the BLAS pools' count)
 
     python bench/bench_dataset_inference.py [--relabelings 200] [--subsamples 20] [--real]
         [--finetune-samples NAME=FILE ...] [--samples-dir DIR] [--output FILE]
@@ -50,6 +52,7 @@ import numpy as np
 from scipy.stats import binomtest, kstest, kurtosis, norm, skew, ttest_ind
 from sklearn.linear_model import LogisticRegression
 
+from harness.app.registry import discover
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
 from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report
@@ -72,6 +75,9 @@ MINK = ["--tasks", "mink_membership", "--lengths", "128", "--attacks", "loss,zli
 MINK_SIZES = (10, 15, 20, 30, 40, 50, 75, 100, 150)
 FINETUNE_SIZES = (5, 8, 10, 15, 20, 30, 40, 50)
 FINETUNE_CONTROL = "xsum-gpt2-outside-e05"
+# this bench's model names -> their results files' (for the committed runs the cost is also set against)
+COMMITTED_NAMES = {"smollm2-135m": "SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m": "gemma-3-270m-q4_k_m",
+                   "reference-gpt2": FINETUNE_CONTROL}
 
 
 def checkpoint_folder(name: str) -> Path:
@@ -107,16 +113,39 @@ def fpr(p_values: list[float]) -> dict:
             "ks_uniform_p": float(kstest(p_values, "uniform").pvalue), "mean_p": float(np.mean(p_values))}
 
 
-def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], list[str] | None]]) -> dict:
+def committed_entry(model: str, task: str) -> dict | None:
+    """The newest committed (`submissions/`) full run of `task` by the model named `model` (a reference name,
+    or the real model's results name), at the task's version today; None when there is none."""
+    found = None
+    for path in sorted((ROOT / "submissions").glob("*.json")):
+        results = json.loads(path.read_text(encoding="utf-8"))
+        if results["model"]["name"] not in (model, f"membench-ref/{model}") or results["run"]["limit"] is not None:
+            continue
+        for entry in results["tasks"]:
+            if (entry["name"] == task and entry["status"] == "ok" and entry["version"] == discover()[task].VERSION
+                    and (found is None or results["created_at"] > found[0])):
+                found = (results["created_at"], entry)
+    return found and found[1]
+
+
+def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], list[str] | None]],
+            committed: dict | None = None) -> dict:
     """Dataset inference's seconds on a run's groups (labels, score rows, feature names, guard texts or None),
-    timed as the task runs it, against the run's wall time without the seconds it recorded."""
+    timed as the task runs it, against the run's wall time without the seconds it recorded; with `committed`
+    (the committed run of the same model and task: the job's, at the task's defaults), also against its time."""
     started = time.perf_counter()
     for labels, rows, names, texts in groups:
         dataset_inference_report(labels, rows, names, {}, DatasetInferenceConfig(), 0, texts)
     seconds = time.perf_counter() - started
     task = entry["wall_time_s"] - entry["info"].get("dataset_inference_seconds", 0.0)
-    return {"task_seconds_without": round(task, 2), "dataset_inference_seconds": round(seconds, 3),
-            "share": round(seconds / (task + seconds), 4)}
+    out = {"task_seconds_without": round(task, 2), "dataset_inference_seconds": round(seconds, 3),
+           "share": round(seconds / (task + seconds), 4)}
+    if committed is not None:
+        task = committed["wall_time_s"] - committed["info"].get("dataset_inference_seconds", 0.0)
+        out |= {"committed_settings_changed": committed.get("changed_settings", []),
+                "committed_task_seconds_without": round(task, 2),
+                "committed_share": round(seconds / (task + seconds), 4)}
+    return out
 
 
 def halving(seed: int, rows: int) -> np.ndarray:
@@ -273,7 +302,8 @@ def mink_section(folder: Path, real: bool, relabelings: int,
             if name in TRUE_NULLS:
                 nulls[f"mink {name}"][0].append(truths[name]["p_value"])
                 nulls[f"mink {name}"][1].append(truths[name]["twice_median"])
-        cost[f"mink {name}"] = cost_of(entry, [(labels, [r["scores"] for r in rows], names, texts)])
+        cost[f"mink {name}"] = cost_of(entry, [(labels, [r["scores"] for r in rows], names, texts)],
+                                       committed_entry(COMMITTED_NAMES.get(name, name), "mink_membership"))
         print(json.dumps({name: truths[name]}), file=sys.stderr, flush=True)
     return truths, nulls, cost, e00
 
@@ -303,7 +333,8 @@ def finetune_section(runs: dict[str, tuple[dict, list[dict]]], relabelings: int,
                 nulls[f"finetune {name} epoch 0"] = (combined + [out["members@0"]["p_value"]],
                                                      twice_median + [out["members@0"]["twice_median"]])
         truths[name] = out
-        cost[f"finetune {name}"] = cost_of(entry, groups)
+        cost[f"finetune {name}"] = cost_of(entry, groups, committed_entry(COMMITTED_NAMES.get(name, name),
+                                                                          "finetune_memorization"))
         print(json.dumps({name: {k: v["p_value"] for k, v in out.items()}}), file=sys.stderr, flush=True)
     return truths, nulls, cost
 
