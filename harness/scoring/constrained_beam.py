@@ -119,6 +119,17 @@ def decoded(tokenizer, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
+def decoded_all(tokenizer, sequences: list[list[int]]) -> list[str]:
+    """`decoded` of each of `sequences`, the same strings: the Rust tokenizer's own `decode` where that is
+    all `decode` does (a fast tokenizer that does not clean up spaces; the search decodes about a hundred
+    candidates a step, and `decode`'s conversion of its argument cost more than the decoding), else
+    `decoded`."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return [decoded(tokenizer, sequence) for sequence in sequences]
+    return [backend.decode(sequence, skip_special_tokens=True) for sequence in sequences]
+
+
 def stable_prefix(tokenizer, text: str) -> str:
     """The part of a prefix's decoded text that later tokens cannot change (module docstring)."""
     text = text.rstrip("\ufffd")
@@ -182,12 +193,14 @@ def _extend(tokenizer, beams: list[_Beam], total: torch.Tensor, target: str, thr
     at a time, `_children`)."""
     flat = total.reshape(-1)
     vocabulary = total.shape[1]
-    finite = int(torch.isfinite(flat).sum())
+    positions = torch.isfinite(flat).nonzero().squeeze(1)  # the extensions q keeps (top-k: k a beam), in order
+    candidates = flat[positions]
+    finite = len(positions)
     kept: list[tuple[int, _Beam]] = []
     seen, k = 0, min(finite, limit, 2 * width)
     while seen < min(finite, limit) and len(kept) < width:
-        values, indices = torch.topk(flat, k)
-        parents, tokens = zip(*(divmod(index, vocabulary) for index in indices[seen:].tolist()))
+        values, indices = torch.topk(candidates, k)
+        parents, tokens = zip(*(divmod(index, vocabulary) for index in positions[indices[seen:]].tolist()))
         children = _children(tokenizer, beams, list(parents), list(tokens), values[seen:].tolist(), target,
                              threshold, last)
         for parent, child in zip(parents, children):
@@ -206,7 +219,7 @@ def _children(tokenizer, beams: list[_Beam], parents: list[int], tokens: list[in
     """Each beams[parent] extended by its token, or None where it cannot end (`last`: does not end) in
     the set; the distance rows of all of them are extended together (`extend_distance_rows`)."""
     sequences = [beams[p].tokens + [t] for p, t in zip(parents, tokens)]
-    texts = [decoded(tokenizer, sequence) for sequence in sequences]
+    texts = decoded_all(tokenizer, sequences)
     if last:
         return [_Beam(sequence, logq, text, beams[p].row) if approximate_memorization(text, target) >= threshold
                 else None for sequence, logq, text, p in zip(sequences, logqs, texts, parents)]

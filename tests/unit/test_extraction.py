@@ -27,7 +27,7 @@ from harness.metrics.extraction import (
     prefix_distance_row,
 )
 from harness.metrics.memorization import approximate_memorization
-from harness.scoring.constrained_beam import near_verbatim_bound_ids, near_verbatim_bounds
+from harness.scoring.constrained_beam import decoded, decoded_all, near_verbatim_bound_ids, near_verbatim_bounds
 from harness.scoring.extraction import SamplingScheme, extraction_logprobs, extraction_logprobs_ids, log_pz
 from harness.scoring.generation import greedy_continuations
 from tests.conftest import TINY_TEXTS
@@ -335,3 +335,22 @@ def test_pair_extraction_is_the_stepwise_sampling_distribution_for_both_kinds(pe
     reproduced = [greedy[k // len(texts)][:len(ids)] == ids for k, ids in enumerate(pair_ids)]
     assert set(values.tolist()) <= {0.0, -math.inf} and (values == 0.0).tolist() == reproduced
     assert any(reproduced) and not all(reproduced)
+
+
+def test_the_searchs_fast_decoding_is_decode(peaked_lm):
+    """`decoded_all` (the Rust tokenizer's decode, straight) is `decoded` (transformers' decode) on sequences
+    of every token, special ones included, and falls back to it for a tokenizer that cleans up spaces."""
+    _, tokenizer = peaked_lm
+    rng = random.Random(0)
+    sequences = [[rng.randrange(len(tokenizer)) for _ in range(rng.randrange(0, 12))] for _ in range(300)]
+    assert decoded_all(tokenizer, sequences) == [decoded(tokenizer, sequence) for sequence in sequences]
+
+    class Cleaning:  # a tokenizer whose decode does more than the Rust decode: only its own decode may run
+        backend_tokenizer = None
+        clean_up_tokenization_spaces = True
+
+        def decode(self, ids, skip_special_tokens=False):
+            return f"{len(ids)} {skip_special_tokens}"
+
+    Cleaning.backend_tokenizer = tokenizer.backend_tokenizer
+    assert decoded_all(Cleaning(), [[1, 2], [3]]) == ["2 True", "1 True"]
