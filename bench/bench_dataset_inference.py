@@ -26,10 +26,11 @@ Measured:
             --subsamples seeded subsamples with p < 0.05 (power) and the best single score's mean AUC on the
             same subsamples; `smallest_n`: the smallest n whose power reaches 0.5 (the median subsample rejects)
   guard     the IID guard on the label-free features of the reference, shifted and era splits (no model)
-  cost      dataset inference's own seconds against the task's: `dataset_report.dataset_inference_report` at the
-            task's defaults re-timed on each run's scores, as the task calls it (every group; the guard once
-            per finetune run, at each length in mink), against the run's wall time without the dataset
-            inference it recorded (the model's work does not depend on the version), and against the committed
+  cost      dataset inference's own seconds (the test's and the IID guard's apart) against the task's:
+            `dataset_report.dataset_inference_report` at the task's defaults re-timed on each run's scores,
+            as the task calls it (every group; the guard once per finetune run, at each length in mink),
+            against the run's wall time without the dataset inference it recorded (the model's work does
+            not depend on the version), and against the committed
             run of the same model and task (`committed_share`: the job's, at the task's defaults, or the real
             rows' settings); in a process that keeps freed memory as membench's commands do, the fits on
             `fit_threads` threads (the BLAS pools' count)
@@ -55,7 +56,7 @@ from sklearn.linear_model import LogisticRegression
 from harness.app.registry import discover
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
-from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report
+from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report, guard_report
 from harness.metrics.memorization import roc_auc
 from harness.metrics.splits import split_statistics
 from harness.reference.checkpoints import resolve_reference_model
@@ -131,15 +132,23 @@ def committed_entry(model: str, task: str) -> dict | None:
 def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], list[str] | None]],
             committed: dict | None = None) -> dict:
     """Dataset inference's seconds on a run's groups (labels, score rows, feature names, guard texts or None),
-    timed as the task runs it, against the run's wall time without the seconds it recorded; with `committed`
+    timed as the task runs it (the test's and the IID guard's apart; `test_share`: the test's alone), against
+    the run's wall time without the seconds it recorded; with `committed`
     (the committed run of the same model and task: the job's, at the task's defaults), also against its time."""
     started = time.perf_counter()
-    for labels, rows, names, texts in groups:
-        dataset_inference_report(labels, rows, names, {}, DatasetInferenceConfig(), 0, texts)
-    seconds = time.perf_counter() - started
+    for labels, rows, names, _ in groups:
+        dataset_inference_report(labels, rows, names, {}, DatasetInferenceConfig(), 0)
+    test = time.perf_counter() - started
+    started = time.perf_counter()
+    for labels, _, _, texts in groups:
+        if texts is not None:
+            guard_report(labels, texts, {}, DatasetInferenceConfig(), 0)
+    guard = time.perf_counter() - started
+    seconds = test + guard
     task = entry["wall_time_s"] - entry["info"].get("dataset_inference_seconds", 0.0)
     out = {"task_seconds_without": round(task, 2), "dataset_inference_seconds": round(seconds, 3),
-           "share": round(seconds / (task + seconds), 4)}
+           "share": round(seconds / (task + seconds), 4), "test_seconds": round(test, 3),
+           "guard_seconds": round(guard, 3), "test_share": round(test / (task + seconds), 4)}
     if committed is not None:
         task = committed["wall_time_s"] - committed["info"].get("dataset_inference_seconds", 0.0)
         out |= {"committed_settings_changed": committed.get("changed_settings", []),
