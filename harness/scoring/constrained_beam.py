@@ -193,7 +193,7 @@ def _extend(tokenizer, beams: list[_Beam], total: torch.Tensor, target: str, thr
     at a time, `_children`)."""
     flat = total.reshape(-1)
     vocabulary = total.shape[1]
-    positions = torch.isfinite(flat).nonzero().squeeze(1)  # the extensions q keeps (top-k: k a beam), in order
+    positions = torch.isfinite(flat).nonzero().squeeze(1)  # the extensions q keeps (top-k: k per beam)
     candidates = flat[positions]
     finite = len(positions)
     kept: list[tuple[int, _Beam]] = []
