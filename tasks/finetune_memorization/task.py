@@ -354,16 +354,16 @@ class FinetuneMemorization(Task):
                 inference[f"{trained_on}@{epoch}"] = report.info
                 inference_seconds.append(time.perf_counter() - clock)
             metrics += exact_memorization(data, facts, tags)
-            log_p = None
+            log10_pz = [None] * len(data.texts)
             if config.extraction:
                 log_p = continuation_log_pz(net, tokenizer, data, config, batch, progress)
                 metrics += extraction_metrics(data, log_p, config, tags)
+                log10_pz = floored_log10(log_p).tolist()
             continuations = [None] * len(data.texts)
             if with_continuations:
                 found, continuations = continuation_memorization(net, tokenizer, data, tags, batch, progress)
                 metrics += found
-            samples = [_sample(t, epoch, trained_on, values.get(i), facts.get(i), continuations[i],
-                               None if log_p is None else float(floored_log10(log_p[i:i + 1])[0]))
+            samples = [_sample(t, epoch, trained_on, values.get(i), facts.get(i), continuations[i], log10_pz[i])
                        for i, t in enumerate(data.texts)]
             return Measured(metrics, samples, round(time.perf_counter() - started, 2))
 
