@@ -54,6 +54,7 @@ from scipy.stats import binomtest, kstest, kurtosis, norm, skew, ttest_ind
 from sklearn.linear_model import LogisticRegression
 
 from harness.app.registry import discover
+from harness.core.results import load_results
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
 from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report, guard_report
@@ -116,17 +117,23 @@ def fpr(p_values: list[float]) -> dict:
 
 def committed_entry(model: str, task: str) -> dict | None:
     """The newest committed (`submissions/`) full run of `task` by the model named `model` (a reference name,
-    or the real model's results name), at the task's version today; None when there is none."""
-    found = None
+    or the real model's results name), at the task's version today, as its results file holds it; None when
+    there is none."""
+    version, found = discover()[task].VERSION, None
     for path in sorted((ROOT / "submissions").glob("*.json")):
-        results = json.loads(path.read_text(encoding="utf-8"))
-        if results["model"]["name"] not in (model, f"membench-ref/{model}") or results["run"]["limit"] is not None:
-            continue
-        for entry in results["tasks"]:
-            if (entry["name"] == task and entry["status"] == "ok" and entry["version"] == discover()[task].VERSION
-                    and (found is None or results["created_at"] > found[0])):
-                found = (results["created_at"], entry)
-    return found and found[1]
+        results = load_results(path)
+        entry = results.task(task)
+        if (results.model.name in (model, f"membench-ref/{model}") and results.run.limit is None and entry is not None
+                and entry.status == "ok" and entry.version == version
+                and (found is None or results.created_at > found[0])):
+            found = (results.created_at, entry)
+    return found and found[1].model_dump(mode="json")
+
+
+def seconds_without_inference(entry: dict) -> float:
+    """A results entry's wall time less the dataset inference it recorded (the model's work, whatever the
+    version)."""
+    return entry["wall_time_s"] - entry["info"].get("dataset_inference_seconds", 0.0)
 
 
 def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], list[str] | None]],
@@ -145,12 +152,12 @@ def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], l
             guard_report(labels, texts, {}, DatasetInferenceConfig(), 0)
     guard = time.perf_counter() - started
     seconds = test + guard
-    task = entry["wall_time_s"] - entry["info"].get("dataset_inference_seconds", 0.0)
+    task = seconds_without_inference(entry)
     out = {"task_seconds_without": round(task, 2), "dataset_inference_seconds": round(seconds, 3),
            "share": round(seconds / (task + seconds), 4), "test_seconds": round(test, 3),
            "guard_seconds": round(guard, 3), "test_share": round(test / (task + seconds), 4)}
     if committed is not None:
-        task = committed["wall_time_s"] - committed["info"].get("dataset_inference_seconds", 0.0)
+        task = seconds_without_inference(committed)
         out |= {"committed_settings_changed": committed.get("changed_settings", []),
                 "committed_task_seconds_without": round(task, 2),
                 "committed_share": round(seconds / (task + seconds), 4)}
