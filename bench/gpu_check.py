@@ -403,7 +403,7 @@ def replay_forward(model, passes: list[Pass], device: str) -> dict | None:
     return {"passes": len(pairs), "seconds": start.elapsed_time(end) / 1000}
 
 
-def gradient_norm_check(model, device: str, texts: int = 12, tokens: int = 256) -> dict:
+def gradient_norm_check(model, texts: int = 12, tokens: int = 256) -> dict:
     """mink_membership's gradnorm both ways on `texts` random rows of `tokens` tokens (about the task's mean
     row: 258,455 gradient tokens over 708 texts on the 1.7B, 2026-11-27): `torch.func.vmap` over batches of
     1 and 3 texts (`gradients.batched_norms`, the task's way) against MIMIR's loop of one backward pass a text
@@ -457,13 +457,13 @@ def gradient_norm_check(model, device: str, texts: int = 12, tokens: int = 256) 
     return {"texts": texts, "tokens": tokens, **found}
 
 
-def checked_gradient_norms(model, device: str) -> dict:
+def checked_gradient_norms(model) -> dict:
     """`gradient_norm_check` on the loaded model once its first task has loaded it (on CUDA); an error is
     reported in its place, and the tasks still run."""
     import torch
 
     try:
-        found = gradient_norm_check(model, device)
+        found = gradient_norm_check(model)
     except Exception as err:  # noqa: BLE001 - a check that fails is reported, the tasks still run
         found = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
     torch.cuda.empty_cache()
@@ -938,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
                         meter.take()  # the replay's own passes are no task's
                     if (args.gradnorm_check and args.device.startswith("cuda") and meter.models
                             and "gradnorm_check" not in report):
-                        report["gradnorm_check"] = checked_gradient_norms(meter.models[-1], args.device)
+                        report["gradnorm_check"] = checked_gradient_norms(meter.models[-1])
                         meter.take()
                     report["tasks"].append(row_of(name, outcome, work, peak, bandwidth, raw))
                     save()
