@@ -10,9 +10,12 @@ normalisation, the linear model, the one-sided t-test; `preprocessing="linear_di
 p-value) but by default fits the clipping on the training rows only (linear_di.py's clipping of each side on
 all its texts leaks the labels of the held-out half) and uses Welch's t-test. `dataset_inference` averages
 the z-scores of seeded splits (Stouffer's mean) and refers that mean to the same statistic on random
-relabelings of the texts: an exact permutation test of the cross-fitted statistic (`permutation_p`). The
-test assumes the two sets are i.i.d. from one distribution under the null; `iid_guard` checks that on
-model-free scores.
+relabelings of the texts: an exact permutation test of the cross-fitted statistic (`permutation_p`). With
+`stop_early` it computes what the decision at alpha needs: the relabelings stop once the test can no longer
+reject (`sequential_p`, Besag & Clifford 1991; the same decision and, at or below alpha, the same p-value,
+for a fraction of the fits where p is large), and the curve of p against texts records decisions. The test
+assumes the two sets are i.i.d. from one distribution under the null; `iid_guard` checks that on model-free
+scores.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ CURVE_SPLITS = 1  # splits per curve point below the full pool (linear_di.py's c
 # texts per side of the curve (after linear_di.py's p_sample_list, from 10: fewer barely fit 7 scores)
 CURVE_SIZES = (10, 20, 50, 100, 200, 300, 500, 1000, 2000)
 FITS_PER_BATCH = 256  # splits stacked into one Newton solve (about 40 MB at 400 texts and 19 scores)
+FIRST_BLOCK = 10  # relabelings fitted before the first look at the exceedances, doubling after each look
+# fits x texts a thread must get to be worth its handover: below, one thread fits them all (in a task run on an
+# AMD EPYC, a curve point's 20 relabelings of 20 texts took 2 ms on one thread and 4 ms on two)
+WORK_PER_THREAD = 10_000
 
 
 @dataclass(frozen=True)
@@ -53,9 +60,10 @@ class SplitResult:
 
 @dataclass(frozen=True)
 class Combined:
-    """The combined test on one pool: `permutation_p`'s p_value, the mean split z-score (`statistic`), its
-    values on the relabelings (`null`) with their mean and standard deviation, the observed splits' p-values
-    and weights (splits x features)."""
+    """The combined test on one pool: `permutation_p`'s p_value (or `sequential_p`'s, where the relabelings
+    stopped early), the mean split z-score (`statistic`), its values on the relabelings fitted (`null`, in
+    their order) with their mean and standard deviation, the observed splits' p-values and weights (splits x
+    features)."""
 
     p_value: float
     statistic: float
@@ -78,7 +86,8 @@ class DatasetInferenceResult:
     median over the observed splits of its weight in the log-odds that a text is a suspect one (standardised
     features; positive = higher on suspect texts; 0.0 in a split that dropped the feature as constant);
     curve: (texts per side, combined p-value on a seeded subsample of that many texts per side);
-    dropped_rows: rows with a non-finite score; dropped_features: constant in every split."""
+    dropped_rows: rows with a non-finite score; dropped_features: constant in every split; relabelings: those
+    fitted (`permutations`, or fewer where the test stopped early)."""
 
     p_value: float
     alpha: float
@@ -88,6 +97,7 @@ class DatasetInferenceResult:
     null_sd: float
     null_sds: float
     permutations: int
+    relabelings: int
     n_suspect: int
     n_validation: int
     n_train_per_side: int
@@ -198,29 +208,78 @@ def permutation_p(statistic: float, null: np.ndarray) -> float:
     return float((1 + np.sum(null >= statistic)) / (len(null) + 1))
 
 
+def stop_after(alpha: float, permutations: int) -> int:
+    """`sequential_p`'s h: the fewest relabelings at or above the statistic that rule out a rejection at
+    alpha, the smallest h with h / permutations > alpha. Then the stopped p-value h / L (L <= permutations)
+    and the full test's (1 + g) / (permutations + 1) (g >= h) both exceed alpha: stopping early never
+    changes the decision."""
+    return next(h for h in range(1, permutations + 1) if h / permutations > alpha)
+
+
+def sequential_p(statistic: float, null: np.ndarray, h: int) -> tuple[float, int]:
+    """Besag & Clifford's sequential Monte Carlo p-value (1991, *Sequential Monte Carlo p-values*,
+    Biometrika 78:301) on relabelings taken in order: h / L when the h-th of them at or above the statistic
+    is the L-th, the test stopping there; otherwise `permutation_p` of them all. Also the relabelings it
+    used (L, or all). Exact under exchangeability as the full test is; it differs from it only above alpha
+    (`stop_after`), where it is coarser (h / L)."""
+    reached = np.flatnonzero(null >= statistic)
+    if len(reached) >= h:
+        used = int(reached[h - 1]) + 1
+        return h / used, used
+    return permutation_p(statistic, null), len(null)
+
+
+def blocks(permutations: int, stop_early: bool) -> list[tuple[int, int]]:
+    """The labelings `combined` fits together, as [first, last) ranges: the observed one (0) with the
+    relabelings 1..permutations, all in one block, or, where the test may stop early, FIRST_BLOCK relabelings
+    and then twice as many as before in each next block."""
+    if not stop_early:
+        return [(0, permutations + 1)]
+    ranges, first, size = [], 0, FIRST_BLOCK
+    while first < permutations + 1:
+        last = min(permutations + 1, first + size + (first == 0))
+        ranges.append((first, last))
+        first, size = last, 2 * size
+    return ranges
+
+
 def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_train: int,
-             rng: np.random.Generator, clip_fraction: float, equal_var: bool) -> Combined:
+             rng: np.random.Generator, clip_fraction: float, equal_var: bool, stop: int | None = None) -> Combined:
     """Cross-fitting calibrated by permutation: the mean z-score (Stouffer's; `splits.SplitStatistics.z`) of
     `n_splits` seeded splits of (x, y), against the same mean on each of `permutations` random relabelings of
     y (each with its own `n_splits` splits), by `permutation_p`. Under H0 the texts' labels are exchangeable,
     so the observed labelling and its relabelings are draws of one distribution, whatever the dependence
-    between splits that share texts."""
+    between splits that share texts. With `stop` (`stop_after`'s h) the relabelings are fitted in `blocks`
+    and the test stops at the h-th at or above the statistic (`sequential_p`). The random draws are the full
+    test's whether or not it stops (those of the splits left unfitted are drawn and dropped), so a test that
+    does not stop has the full test's p-value, bit for bit, and the draws after it do not depend on it."""
     labelings = [y] + [rng.permutation(y) for _ in range(permutations)]
     labels = np.repeat(np.array(labelings), n_splits, axis=0)
-    train = split_mask(labels, n_train, rng)
     threads = fit_threads()
-    size = min(FITS_PER_BATCH, -(-len(labels) // threads))
-    chunks = [slice(start, start + size) for start in range(0, len(labels), size)]
-    with blas().limit(limits=1), ThreadPoolExecutor(min(threads, len(chunks))) as pool:
-        found = list(pool.map(lambda chunk: split_statistics(x, labels[chunk], train[chunk], clip_fraction,
-                                                             equal_var), chunks))
-    z = [part.z for part in found]
-    p = [part.p_value[: max(0, n_splits - chunk.start)] for part, chunk in zip(found, chunks)]
-    weights = [part.weights[: max(0, n_splits - chunk.start)] for part, chunk in zip(found, chunks)]
-    means = np.concatenate(z).reshape(permutations + 1, n_splits).mean(axis=1)
-    return Combined(p_value=permutation_p(float(means[0]), means[1:]), statistic=float(means[0]), null=means[1:],
-                    null_mean=float(np.mean(means[1:])), null_sd=float(np.std(means[1:], ddof=1)),
-                    split_p_values=tuple(np.concatenate(p).tolist()), weights=np.concatenate(weights))
+    found: list = []
+    with blas().limit(limits=1), ThreadPoolExecutor(threads) as pool:
+        for first, last in blocks(permutations, stop is not None):
+            rows = slice(first * n_splits, last * n_splits)
+            train = split_mask(labels[rows], n_train, rng)  # drawn block by block as all at once
+            parallel = max(1, min(threads, len(train) * len(x) // WORK_PER_THREAD))
+            size = min(FITS_PER_BATCH, -(-len(train) // parallel))
+            chunks = [slice(start, start + size) for start in range(0, len(train), size)]
+            found += pool.map(lambda chunk: split_statistics(x, labels[rows][chunk], train[chunk], clip_fraction,
+                                                             equal_var), chunks)
+            means = np.concatenate([part.z for part in found]).reshape(last, n_splits).mean(axis=1)
+            if stop and (means[1:] >= means[0]).sum() >= stop:
+                rng.random((len(labels) - rows.stop, labels.shape[1]))  # the unfitted splits' draws, as the full test
+                break
+    if stop:
+        p_value, used = sequential_p(float(means[0]), means[1:], stop)
+    else:
+        p_value, used = permutation_p(float(means[0]), means[1:]), permutations
+    null = means[1:used + 1]
+    observed_p = np.concatenate([part.p_value for part in found])[:n_splits]  # the observed labelling's splits
+    return Combined(p_value=p_value, statistic=float(means[0]), null=null,
+                    null_mean=float(np.mean(null)), null_sd=float(np.std(null, ddof=1)) if len(null) > 1 else 0.0,
+                    split_p_values=tuple(observed_p.tolist()),
+                    weights=np.concatenate([part.weights for part in found])[:n_splits])
 
 
 def min_permutations(alpha: float) -> int:
@@ -243,7 +302,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
                       n_splits: int = SPLITS, permutations: int = PERMUTATIONS, n_train: int | None = None,
                       seed: int = 0, curve_sizes: Sequence[int] | None = CURVE_SIZES,
                       clip_fraction: float = CLIP_FRACTION, equal_var: bool = False,
-                      nonfinite: Literal["drop", "raise"] = "drop") -> DatasetInferenceResult:
+                      nonfinite: Literal["drop", "raise"] = "drop", stop_early: bool = False) -> DatasetInferenceResult:
     """Maini et al.'s dataset inference, cross-fitted and calibrated by permutation (`combined`): `n_splits`
     seeded splits of the texts (each side shuffled, `n_train` per side fit the linear model, default half the
     smaller side; the rest are tested as in `split_p_value`). H0: the suspect and validation texts are
@@ -252,7 +311,10 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     Rows with a NaN or infinite score are dropped (counted) or, with `nonfinite="raise"`, refused. The
     curve runs the test on one split (`CURVE_SPLITS`, calibrated by the same relabelings) of a seeded subsample
     of n texts per side for each n of `curve_sizes` below the smaller side, then ends with the smaller side's
-    size and `p_value` (all texts, `n_splits` splits; None: no curve)."""
+    size and `p_value` (all texts, `n_splits` splits; None: no curve). `stop_early`: compute what the decision
+    at alpha needs: every test stops its relabelings once it cannot reject (`sequential_p`); a curve point,
+    whose answer is its decision, has the fewest relabelings that can reject (`min_permutations`), and the
+    curve stops at the first size that rejects."""
     x, y, dropped = check_input(features, labels, names, nonfinite)
     if 1 / (permutations + 1) > alpha:
         raise UserError(f"dataset inference: {permutations} permutations cannot give a p-value at or below alpha "
@@ -261,22 +323,28 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
         raise UserError("dataset inference: no score varies across the suspect texts")
     streams = np.random.SeedSequence(seed).spawn(2)
     fit = fit_size(y, n_train)
+    stop = stop_after(alpha, permutations) if stop_early else None
+    # a curve point's answer is its decision at alpha, which the fewest relabelings that can reject give
+    curve_permutations = min_permutations(alpha) if stop_early else permutations
     found = combined(x, y, n_splits, permutations, fit, np.random.default_rng(streams[0]), clip_fraction,
-                     equal_var)
+                     equal_var, stop)
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
     curve = []
     if curve_sizes is not None:
         sub_rng = np.random.default_rng(streams[1])
         for n in sorted({n for n in curve_sizes if MIN_PER_SIDE <= n < smaller}):
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
-            sub = combined(x[rows], y[rows], CURVE_SPLITS, permutations, n // 2, sub_rng, clip_fraction, equal_var)
+            sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, sub_rng, clip_fraction,
+                           equal_var, stop_after(alpha, curve_permutations) if stop_early else None)
             curve.append((n, sub.p_value))
+            if stop_early and sub.p_value <= alpha:  # the fewest texts that reject: the curve's answer
+                break
         curve.append((smaller, found.p_value))
     return DatasetInferenceResult(
         p_value=found.p_value, alpha=alpha, rejected=found.p_value <= alpha, statistic=found.statistic,
         null_mean=found.null_mean, null_sd=found.null_sd,
         null_sds=(found.statistic - found.null_mean) / found.null_sd if found.null_sd > 0 else 0.0,
-        permutations=permutations,
+        permutations=permutations, relabelings=len(found.null),
         n_suspect=int(y.sum()), n_validation=int(len(y) - y.sum()), n_train_per_side=fit,
         weights=dict(zip(names, np.median(found.weights, axis=0).tolist())), split_p_values=found.split_p_values,
         curve=tuple(curve), dropped_rows=dropped,
@@ -284,7 +352,8 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
 
 
 def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[str], *, alpha: float = 0.05,
-              n_splits: int = SPLITS, permutations: int = PERMUTATIONS, seed: int = 0) -> IIDGuardResult:
+              n_splits: int = SPLITS, permutations: int = PERMUTATIONS, seed: int = 0,
+              stop_early: bool = False) -> IIDGuardResult:
     """`dataset_inference` (no curve) on model-free scores of the same texts (text length, compressed size,
     year, n-gram counts: Das, Zhang & Tramer 2024's blind features). They see no model, so a rejection
     means the suspect and validation texts differ in distribution, which breaks dataset inference's null
@@ -293,5 +362,5 @@ def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[st
     were fitted on the labels of the guard's held-out texts, and on a random split they can sit away from
     chance (blind_bow's AUC on the reference split: 0.43), which the guard then reports as a shift."""
     detail = dataset_inference(blind_features, labels, names, alpha=alpha, n_splits=n_splits,
-                               permutations=permutations, seed=seed, curve_sizes=None)
+                               permutations=permutations, seed=seed, curve_sizes=None, stop_early=stop_early)
     return IIDGuardResult(p_value=detail.p_value, alpha=alpha, shifted=detail.rejected, detail=detail)

@@ -57,7 +57,8 @@ def check_sides(config: DatasetInferenceConfig, labels: Sequence[int], where: st
     """When the user asked for dataset inference (named one of its settings), a UserError if a side has fewer
     texts than one split needs (`dataset_inference.MIN_PER_SIDE`). Left at its defaults it runs where the
     texts allow and says where they do not (info `not_run`), so a small run of the other metrics still works."""
-    asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits", "di_permutations"}
+    asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits", "di_permutations",
+                                       "di_stop_early"}
     if not (config.dataset_inference and asked):
         return
     suspect = int(np.sum(np.asarray(labels) == 1))
@@ -90,11 +91,12 @@ def rounded(values: dict[str, float]) -> dict[str, float]:
 
 def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, float]], names: Sequence[str],
                              tags: dict[str, str], config: DatasetInferenceConfig, seed: int,
-                             guard_texts: Sequence[str] | None = None) -> Report:
+                             guard_texts: Sequence[str] | None = None, stop_early: bool = False) -> Report:
     """`dataset_inference` of suspect (label 1) against validation (label 0) texts on the `names` scores
     (one dict per text), as metric `di_p_value` with `tags` and an info entry; with `guard_texts` (the same
     texts, in order) also `guard_report`. Too few texts with finite scores on a side: no metric, and the
-    info entry says why."""
+    info entry says why. `stop_early`: the tests stop once their answer is known (`dataset_inference`'s);
+    the info then also counts the relabelings fitted."""
     report = Report()
     labels = np.asarray(labels, dtype=int)
     x, present = feature_matrix(scores, names)
@@ -102,7 +104,7 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
         if not present:
             raise UserError("no attack score to use")
         found = di.dataset_inference(x, labels, present, alpha=config.di_alpha, n_splits=config.di_splits,
-                                     permutations=config.di_permutations, seed=seed)
+                                     permutations=config.di_permutations, seed=seed, stop_early=stop_early)
     except UserError as err:
         report.info["not_run"] = str(err)
     else:
@@ -117,8 +119,10 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
                         "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
                         "dropped_features": list(found.dropped_features)}
+        if stop_early:
+            report.info["relabelings"] = found.relabelings
     if guard_texts is not None:
-        guard = guard_report(labels, guard_texts, tags, config, seed)
+        guard = guard_report(labels, guard_texts, tags, config, seed, stop_early)
         report.metrics += guard.metrics
         report.info["guard"] = guard.info
         report.guard_rejected = guard.guard_rejected
@@ -126,15 +130,16 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
 
 
 def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, str], config: DatasetInferenceConfig,
-                 seed: int) -> Report:
+                 seed: int, stop_early: bool = False) -> Report:
     """The IID guard (`dataset_inference.iid_guard`) on `blind.label_free_features` of the texts: metric
     `di_guard_p_value` with `tags`, an info entry, and its p-value as `guard_rejected` when it rejects at
-    `di_alpha`."""
+    `di_alpha`. `stop_early` as in `dataset_inference_report`."""
     report = Report()
     x, names = label_free_features(list(texts))
     try:
         guard = di.iid_guard(x, np.asarray(labels, dtype=int), names, alpha=config.di_alpha,
-                             n_splits=config.di_splits, permutations=config.di_permutations, seed=seed)
+                             n_splits=config.di_splits, permutations=config.di_permutations, seed=seed,
+                             stop_early=stop_early)
     except UserError as err:
         report.info["not_run"] = str(err)
         return report
@@ -143,6 +148,8 @@ def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, st
     report.info |= {"p_value": guard.p_value, "shifted": guard.shifted, "null_sds": round(guard.detail.null_sds, 2),
                     "features": names,
                     "weights": rounded(guard.detail.weights)}
+    if stop_early:
+        report.info["relabelings"] = guard.detail.relabelings
     if guard.shifted:
         report.guard_rejected = guard.p_value
     return report

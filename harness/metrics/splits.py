@@ -97,13 +97,14 @@ def preprocess_on_train(x: np.ndarray, labels: np.ndarray, train_rows: np.ndarra
     bounds = clip_bounds(fit, clip_fraction, axis=1)
     if bounds is not None:
         low, high = bounds
-        fit = np.clip(fit, low[:, None], high[:, None])
+        np.clip(fit, low[:, None], high[:, None], out=fit)
     suspect = (np.take_along_axis(labels, train_rows, axis=1) == 1).astype(float)
     count = suspect.sum(axis=1)[:, None]
     mean = np.einsum("fm,fmd->fd", suspect, fit) / count
-    std = np.sqrt(np.einsum("fm,fmd->fd", suspect, (fit - mean[:, None]) ** 2) / count)
+    centred = np.subtract(fit, mean[:, None], out=fit)
+    std = np.sqrt(np.einsum("fm,fmd->fd", suspect, centred**2) / count)
     scale = np.divide(1.0, std, out=np.zeros_like(std), where=std > 0)
-    return low, high, (fit - mean[:, None]) * scale[:, None], mean, scale
+    return low, high, np.multiply(centred, scale[:, None], out=centred), mean, scale
 
 
 def newton_step(hessian: np.ndarray, gradient: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from harness.metrics.dataset_report import (
     DatasetInferenceConfig,
     check_sides,
     dataset_inference_report,
+    guard_report,
     guard_warning,
 )
 from harness.metrics.detection import detection_metrics, finite_only
@@ -55,7 +56,22 @@ ATTACKS = ATTACK_ORDER
 ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 
+# dataset inference's relabelings per test: it runs at every length, on a scoring pass that takes seconds on a
+# small model; 49 keep its cost within 5% of the task's (bench_dataset_inference), where finetune_memorization's
+# 99 (`dataset_inference.PERMUTATIONS`) cost 1% of one training run
+DI_PERMUTATIONS = 49
+
+
 class MinkConfig(DatasetInferenceConfig):
+    di_permutations: PositiveInt = Field(DI_PERMUTATIONS, description="dataset inference: random relabelings of "
+                                         "the texts that calibrate the statistic; the smallest p-value is "
+                                         "1 / (permutations + 1) (0.02 here, one test per length), and the cost "
+                                         "grows with them")
+    di_stop_early: bool = Field(True, description="dataset inference: compute what the decision at --di-alpha "
+                                "needs: a test's relabelings stop once it cannot reject (Besag & Clifford's "
+                                "sequential p-value, coarser above alpha), a curve point (whose answer is its "
+                                "decision) has the fewest relabelings that can reject, and the curve stops at "
+                                "the first size that rejects; false: every relabeling and curve point")
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
                       "(text/label columns, WikiMIA's input/label), or a reference corpus: "
                       "'reference' (English XSum), 'reference:ja' (Japanese), 'reference:shifted' (the XSum "
@@ -136,7 +152,7 @@ def inference_features(config: MinkConfig) -> list[str]:
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 9  # 9: dataset inference's curve points below the full pool on one split each (issue 51)
+    VERSION = 10  # 10: dataset inference stops where its answer is known; one IID guard for every length
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
@@ -259,11 +275,20 @@ class MinkMembership(Task):
                     continue
                 labels, rows = zip(*per_length[length])
                 report = dataset_inference_report(labels, rows, features, {"length": str(length)}, config,
-                                                  context.seed, texts_at[length])
+                                                  context.seed, stop_early=config.di_stop_early)
                 metrics_out += report.metrics
                 inference[str(length)] = report.info
-                if report.guard_rejected is not None:
-                    rejected[f"{length} words"] = report.guard_rejected
+            reach: dict[int, int] = {}  # text index -> the longest prefix of it the model scored
+            for i, length in target:
+                reach[i] = max(length, reach.get(i, 0))
+            if reach:  # the guard sees the texts only: one reading for every length (IID texts, IID prefixes)
+                scored = sorted(reach)
+                guard = guard_report([data.texts[i].label for i in scored], [prefixes[i, reach[i]] for i in scored],
+                                     {}, config, context.seed, config.di_stop_early)
+                metrics_out += guard.metrics
+                inference["guard"] = guard.info
+                if guard.guard_rejected is not None:
+                    rejected["every length"] = guard.guard_rejected
         info = {"data_source": data.source, "scoring": scoring.as_dict(),
                 "bos": "prepended" if scoring.first_token_scored else "none: first token unscored", **info,
                 "blind": blind_facts,
