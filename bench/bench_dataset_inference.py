@@ -11,13 +11,19 @@ reused):
   finetune  finetune_memorization's samples at its defaults (every checkpoint, both copies): the reference
             GPT-2 that never saw the split (xsum-gpt2-outside-e05), and any --finetune-samples NAME=FILE
 
+Each test runs as its task runs it: mink_membership's with its 49 relabelings (`DI_PERMUTATIONS`), stopping
+early (`--di-stop-early`), finetune_memorization's with 99, every one fitted.
+
 Measured:
   nulls     for each null pool (e00's, e30's, each real model's mink pool, every finetune epoch-0 pool), the
             combined p-value of --relabelings seeded random halves of the pool (labels drawn independently of
             the texts: a null however well the model learnt), plus the true split where it is a null: the share
             of p <= 0.05 with its Clopper-Pearson 95% interval and the Kolmogorov-Smirnov p-value against
-            uniform, per pool and pooled over the pools; the same for twice the median of the same splits'
-            p-values (the rule membench used before, valid but conservative)
+            uniform, per pool and pooled over the pools, of the full test (every relabeling fitted: the
+            decisions of the test that stops early, whose p-values above alpha take few values); for the mink
+            pools also what the test that stops early did on the same halvings (relabelings fitted, false
+            positives, decisions that differ: none by construction); the same for twice the median of the same
+            splits' p-values (the rule membench used before, valid but conservative)
   null_shape on e00's pool, the mean split z-score on 2,000 relabelings: its skewness, its upper quantiles
             against a fitted normal's, and the share a normal fitted to 99 of them would reject at 0.05
   fit_speed stacked Newton fits (`splits.split_statistics`) against scikit-learn's LogisticRegression
@@ -25,15 +31,17 @@ Measured:
   truth     the true split's p-value, guard p-value and weights; per size n (texts per side), the share of
             --subsamples seeded subsamples with p < 0.05 (power) and the best single score's mean AUC on the
             same subsamples; `smallest_n`: the smallest n whose power reaches 0.5 (the median subsample rejects)
-  guard     the IID guard on the label-free features of the reference, shifted and era splits (no model)
+  guard     the IID guard as mink_membership runs it at its defaults (once, on each text's longest prefix of
+            its default lengths) on the reference, shifted and era splits (no model)
   cost      dataset inference's own seconds (the test's and the IID guard's apart) against the task's:
-            `dataset_report.dataset_inference_report` at the task's defaults re-timed on each run's scores,
-            as the task calls it (every group; the guard once per finetune run, at each length in mink),
-            against the run's wall time without the dataset inference it recorded (the model's work does
-            not depend on the version), and against the committed
+            `dataset_report.dataset_inference_report` re-timed on each run's scores as the task calls it
+            (every group, the guard once per run), against the run's wall time without the dataset inference
+            it recorded (the model's work does not depend on the version), and against the committed
             run of the same model and task (`committed_share`: the job's, at the task's defaults, or the real
             rows' settings); in a process that keeps freed memory as membench's commands do, the fits on
             `fit_threads` threads (the BLAS pools' count)
+  recorded_costs what every committed full run at today's task versions recorded itself: dataset
+            inference's seconds, timed inside the run, against its wall time
 
     python bench/bench_dataset_inference.py [--relabelings 200] [--subsamples 20] [--real]
         [--finetune-samples NAME=FILE ...] [--samples-dir DIR] [--output FILE]
@@ -66,6 +74,7 @@ from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
 from tasks.finetune_memorization.data import load_known_data
 from tasks.mink_membership.data import load_membership_data
+from tasks.mink_membership.task import DI_PERMUTATIONS, MinkConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ("xsum-gpt2-e00", "xsum-gpt2-e01", "xsum-gpt2-e30")
@@ -77,6 +86,7 @@ MINK = ["--tasks", "mink_membership", "--lengths", "128", "--attacks", "loss,zli
 MINK_SIZES = (10, 15, 20, 30, 40, 50, 75, 100, 150)
 FINETUNE_SIZES = (5, 8, 10, 15, 20, 30, 40, 50)
 FINETUNE_CONTROL = "xsum-gpt2-outside-e05"
+MINK_LENGTHS = MinkConfig().lengths  # its default prefix lengths: the IID guard reads each text's longest
 # this bench's model names -> their results files' (for the committed runs the cost is also set against)
 COMMITTED_NAMES = {"smollm2-135m": "SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m": "gemma-3-270m-q4_k_m",
                    "reference-gpt2": FINETUNE_CONTROL}
@@ -136,31 +146,48 @@ def seconds_without_inference(entry: dict) -> float:
     return entry["wall_time_s"] - entry["info"].get("dataset_inference_seconds", 0.0)
 
 
-def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str], list[str] | None]],
-            committed: dict | None = None) -> dict:
-    """Dataset inference's seconds on a run's groups (labels, score rows, feature names, guard texts or None),
-    timed as the task runs it (the test's and the IID guard's apart; `test_share`: the test's alone), against
-    the run's wall time without the seconds it recorded; with `committed`
-    (the committed run of the same model and task: the job's, at the task's defaults), also against its time."""
+def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str]]], guard: tuple[np.ndarray, list[str]],
+            config: DatasetInferenceConfig, stop_early: bool, committed: dict | None = None) -> dict:
+    """Dataset inference's seconds on a run's groups (labels, score rows, feature names) and its IID guard
+    (labels, texts: once per run), timed as the task runs them (`config` and `stop_early`: the task's; the
+    test's and the guard's apart; `test_share`: the test's alone), against the run's wall time without the
+    seconds it recorded; with `committed` (the committed run of the same model and task: the job's, at the
+    task's defaults, or the real rows' settings), also against its time."""
     started = time.perf_counter()
-    for labels, rows, names, _ in groups:
-        dataset_inference_report(labels, rows, names, {}, DatasetInferenceConfig(), 0)
+    for labels, rows, names in groups:
+        dataset_inference_report(labels, rows, names, {}, config, 0, stop_early=stop_early)
     test = time.perf_counter() - started
     started = time.perf_counter()
-    for labels, _, _, texts in groups:
-        if texts is not None:
-            guard_report(labels, texts, {}, DatasetInferenceConfig(), 0)
-    guard = time.perf_counter() - started
-    seconds = test + guard
+    guard_report(*guard, {}, config, 0, stop_early)
+    guard_seconds = time.perf_counter() - started
+    seconds = test + guard_seconds
     task = seconds_without_inference(entry)
     out = {"task_seconds_without": round(task, 2), "dataset_inference_seconds": round(seconds, 3),
            "share": round(seconds / (task + seconds), 4), "test_seconds": round(test, 3),
-           "guard_seconds": round(guard, 3), "test_share": round(test / (task + seconds), 4)}
+           "guard_seconds": round(guard_seconds, 3), "test_share": round(test / (task + seconds), 4)}
     if committed is not None:
         task = seconds_without_inference(committed)
         out |= {"committed_settings_changed": committed.get("changed_settings", []),
                 "committed_task_seconds_without": round(task, 2),
                 "committed_share": round(seconds / (task + seconds), 4)}
+    return out
+
+
+def recorded_costs() -> dict:
+    """What every committed full run at its task's version today recorded: dataset inference's seconds
+    (`info.dataset_inference_seconds`, timed inside the run) against the run's wall time, per results file."""
+    out = {}
+    for task in ("mink_membership", "finetune_memorization"):
+        version = discover()[task].VERSION
+        for path in sorted((ROOT / "submissions").glob("*.json")):
+            results = load_results(path)
+            entry = results.task(task)
+            if (entry is None or entry.status != "ok" or entry.version != version or results.run.limit is not None
+                    or "dataset_inference_seconds" not in entry.info):
+                continue
+            seconds = entry.info["dataset_inference_seconds"]
+            out[f"{task} {results.model.name}"] = {"wall_time_s": entry.wall_time_s, "dataset_inference_seconds": seconds,
+                                                   "share": round(seconds / entry.wall_time_s, 4)}
     return out
 
 
@@ -171,15 +198,29 @@ def halving(seed: int, rows: int) -> np.ndarray:
     return labels
 
 
-def relabeled(x: np.ndarray, names: list[str], relabelings: int) -> tuple[list[float], list[float]]:
-    """The combined p-value of each seeded random halving of the pool, and twice the median of its splits'
-    p-values."""
-    combined, twice_median = [], []
+def relabeled(x: np.ndarray, names: list[str], relabelings: int, permutations: int = di.PERMUTATIONS,
+              stop_early: bool = False) -> tuple[list[float], list[float], dict | None]:
+    """The combined p-value of each seeded random halving of the pool (`permutations` relabelings, every one
+    fitted), twice the median of its splits' p-values, and with `stop_early` what the test that stops
+    early (as mink_membership runs it) did on the same halvings: the relabelings it fitted (mean and
+    median), its false positives at 0.05 and how many halvings it decided otherwise than the full test."""
+    combined, twice_median, used, stopped = [], [], [], []
     for seed in range(relabelings):
-        result = di.dataset_inference(x, halving(seed, len(x)), names, seed=seed, curve_sizes=None)
+        labels = halving(seed, len(x))
+        result = di.dataset_inference(x, labels, names, permutations=permutations, seed=seed, curve_sizes=None)
         combined.append(result.p_value)
         twice_median.append(min(1.0, 2 * float(np.median(result.split_p_values))))
-    return combined, twice_median
+        if stop_early:
+            early = di.dataset_inference(x, labels, names, permutations=permutations, seed=seed, curve_sizes=None,
+                                         stop_early=True)
+            used.append(early.relabelings)
+            stopped.append(early.p_value)
+    if not stop_early:
+        return combined, twice_median, None
+    return combined, twice_median, {
+        "relabelings_mean": round(float(np.mean(used)), 1), "relabelings_median": float(np.median(used)),
+        "of": permutations, "fpr@0.05": float(np.mean(np.array(stopped) <= 0.05)),
+        "decisions_differing": int(sum((a <= 0.05) != (b <= 0.05) for a, b in zip(combined, stopped)))}
 
 
 def single_split_nulls(x: np.ndarray, names: list[str], relabelings: int) -> dict:
@@ -245,7 +286,8 @@ def fit_speed(x: np.ndarray, splits: int = 500) -> dict:
             "sklearn_ms_per_split": round(1000 * one_at_a_time, 3), "speedup": round(one_at_a_time / stacked, 1)}
 
 
-def power(x: np.ndarray, labels: np.ndarray, names: list[str], sizes: tuple[int, ...], subsamples: int) -> dict:
+def power(x: np.ndarray, labels: np.ndarray, names: list[str], sizes: tuple[int, ...], subsamples: int,
+          permutations: int) -> dict:
     """Per size n below the smaller side: the share of seeded subsamples of n texts a side with p < 0.05
     and the best single score's mean AUC over the same subsamples; and the smallest n with power >= 0.5."""
     finite = np.isfinite(x).all(axis=1)
@@ -256,7 +298,8 @@ def power(x: np.ndarray, labels: np.ndarray, names: list[str], sizes: tuple[int,
         for seed in range(subsamples):
             rng = np.random.default_rng([seed, n])
             rows = np.concatenate([rng.choice(np.flatnonzero(labels == side), n, replace=False) for side in (1, 0)])
-            hits += di.dataset_inference(x[rows], labels[rows], names, seed=seed, curve_sizes=None).p_value < 0.05
+            hits += di.dataset_inference(x[rows], labels[rows], names, seed=seed, curve_sizes=None,
+                                         permutations=permutations).p_value < 0.05
             aucs.append([roc_auc(labels[rows], x[rows, j]) for j in range(len(names))])
         mean_auc = np.nanmean(np.array(aucs, dtype=float), axis=0)
         best = int(np.nanargmax(mean_auc))
@@ -268,37 +311,52 @@ def power(x: np.ndarray, labels: np.ndarray, names: list[str], sizes: tuple[int,
 
 
 def truth(x: np.ndarray, labels: np.ndarray, texts: list[str], names: list[str], sizes: tuple[int, ...],
-          subsamples: int) -> dict:
-    """The test on the true labels: p-value, guard, weights, the full AUC of every score and the power."""
-    result = di.dataset_inference(x, labels, names, curve_sizes=sizes)
+          subsamples: int, permutations: int, stop_early: bool) -> dict:
+    """The test on the true labels as the task runs it (`permutations`, `stop_early`): p-value, guard, weights,
+    the full AUC of every score, and the power (every relabeling fitted: the same decisions)."""
+    result = di.dataset_inference(x, labels, names, curve_sizes=sizes, permutations=permutations,
+                                  stop_early=stop_early)
     features, guard_names = label_free_features(texts)
     top = sorted(result.weights.items(), key=lambda kv: -abs(kv[1]))[:4]
     finite = np.isfinite(x).all(axis=1)
     aucs = {k: round(roc_auc(labels[finite], x[finite, j]), 4) for j, k in enumerate(names)}
-    return {"p_value": result.p_value, "null_sds": round(result.null_sds, 2),
+    return {"p_value": result.p_value, "null_sds": round(result.null_sds, 2), "relabelings": result.relabelings,
             "twice_median": min(1.0, 2 * float(np.median(result.split_p_values))),
             "texts_per_side": [result.n_suspect, result.n_validation],
-            "guard_p": di.iid_guard(features, labels, guard_names).p_value, "top_weights": {
-                k: round(v, 3) for k, v in top}, "best_auc": max(aucs.values()), "curve_seed0": [
-                [n, p] for n, p in result.curve], **power(x, labels, names, sizes, subsamples)}
+            "guard_p": di.iid_guard(features, labels, guard_names, permutations=permutations,
+                                    stop_early=stop_early).p_value,
+            "top_weights": {k: round(v, 3) for k, v in top}, "best_auc": max(aucs.values()),
+            "curve_seed0": [[n, p] for n, p in result.curve],
+            **power(x, labels, names, sizes, subsamples, permutations)}
+
+
+def longest_prefixes(data: str) -> tuple[list[str], np.ndarray]:
+    """Each text of a reference split cut at the longest of mink_membership's default lengths it reaches (what
+    its IID guard reads; texts shorter than the shortest are left out), and the labels."""
+    kept = []
+    for t in load_membership_data(data, "train", None, "label", 0, None).texts:
+        cuts = [cut for cut in (truncate_words(t.text, n, "en") for n in sorted(MINK_LENGTHS)) if cut is not None]
+        if cuts:
+            kept.append((cuts[-1], t.label))
+    return [text for text, _ in kept], np.array([label for _, label in kept])
 
 
 def guard_on_splits() -> dict:
-    """The IID guard on the label-free features of the 128-word prefixes of three reference splits."""
+    """The IID guard as mink_membership runs it at its defaults (each text's longest scored prefix,
+    DI_PERMUTATIONS relabelings, stopping early) on three reference splits."""
     out = {}
     for data in ("reference", "reference:shifted", "reference:era"):
-        texts = load_membership_data(data, "train", None, "label", 0, None).texts
-        cut = [(truncate_words(t.text, 128, "en"), t.label) for t in texts]
-        cut = [(text, label) for text, label in cut if text is not None]
-        features, names = label_free_features([text for text, _ in cut])
-        out[data] = di.iid_guard(features, np.array([label for _, label in cut]), names).p_value
+        texts, labels = longest_prefixes(data)
+        features, names = label_free_features(texts)
+        out[data] = di.iid_guard(features, labels, names, permutations=DI_PERMUTATIONS, stop_early=True).p_value
     return out
 
 
 def mink_section(folder: Path, real: bool, relabelings: int,
                  subsamples: int) -> tuple[dict, dict, dict, dict, dict]:
-    """Per model: truth; per null pool: relabelings' p-values (combined, and twice the median); per run:
-    cost; on e00's pool: single splits' nulls by clipping, the null's shape and the fits' speed."""
+    """Per model: truth; per null pool: relabelings' p-values (combined, twice the median, and what the test
+    that stops early did); per run: cost; on e00's pool: single splits' nulls by clipping, the null's shape and
+    the fits' speed. mink_membership's test: DI_PERMUTATIONS relabelings, stopping early."""
     models = {name: str(checkpoint_folder(name)) for name in REFERENCE} | (REAL if real else {})
     truths, nulls, cost, e00 = {}, {}, {}, {}
     prefixes = {t.text_id: truncate_words(t.text, 128, "en")
@@ -308,17 +366,19 @@ def mink_section(folder: Path, real: bool, relabelings: int,
         names = entry["info"]["dataset_inference"]["128"]["features"]  # those the task's own test read
         x, labels = matrix(rows, names), np.array([r["label"] for r in rows])
         texts = [prefixes[r["id"]] for r in rows]
-        truths[name] = truth(x, labels, texts, names, MINK_SIZES, subsamples)
+        truths[name] = truth(x, labels, texts, names, MINK_SIZES, subsamples, DI_PERMUTATIONS, True)
         pool = x[np.isfinite(x).all(axis=1)]
         if name == REFERENCE[0]:
             e00 = {"single_split_nulls": single_split_nulls(pool, names, relabelings), "null_shape": null_shape(pool),
                    "fit_speed": fit_speed(pool)}
         if name in NULL_MINK:
-            nulls[f"mink {name}"] = relabeled(pool, names, relabelings)
-            if name in TRUE_NULLS:
-                nulls[f"mink {name}"][0].append(truths[name]["p_value"])
+            nulls[f"mink {name}"] = relabeled(pool, names, relabelings, DI_PERMUTATIONS, stop_early=True)
+            if name in TRUE_NULLS:  # the full test's p on the true split (the same decision as the task's)
+                nulls[f"mink {name}"][0].append(di.dataset_inference(x, labels, names, permutations=DI_PERMUTATIONS,
+                                                                     curve_sizes=None).p_value)
                 nulls[f"mink {name}"][1].append(truths[name]["twice_median"])
-        cost[f"mink {name}"] = cost_of(entry, [(labels, [r["scores"] for r in rows], names, texts)],
+        cost[f"mink {name}"] = cost_of(entry, [(labels, [r["scores"] for r in rows], names)], (labels, texts),
+                                       MinkConfig(), True,
                                        committed_entry(COMMITTED_NAMES.get(name, name), "mink_membership"))
         print(json.dumps({name: truths[name]}), file=sys.stderr, flush=True)
     return truths, nulls, cost, e00
@@ -335,22 +395,22 @@ def finetune_section(runs: dict[str, tuple[dict, list[dict]]], relabelings: int,
         texts = {t.text_id: t.text for t in load_known_data(config["data"], config["reference_seed"], config["members"],
                                                             config["words"], config["prompt_words"],
                                                             config["language"], None).texts}
-        out, groups = {}, []
+        out, groups, guard = {}, [], None
         for key in sorted({(r["trained_on"], r["epoch"]) for r in rows}):
             chosen = [r for r in rows if (r["trained_on"], r["epoch"]) == key]
             x, labels = matrix(chosen, names), np.array([r["label"] for r in chosen])
-            groups.append((labels, [r["scores"] or {} for r in chosen], names,
-                           None if groups else [texts[r["id"]] for r in chosen]))
+            groups.append((labels, [r["scores"] or {} for r in chosen], names))
+            guard = guard or (labels, [texts[r["id"]] for r in chosen])
             out[f"{key[0]}@{key[1]}"] = truth(x, labels, [texts[r["id"]] for r in chosen], names,
-                                              FINETUNE_SIZES, subsamples)
+                                              FINETUNE_SIZES, subsamples, di.PERMUTATIONS, False)
             if key == ("members", 0):
                 pool = x[np.isfinite(x).all(axis=1)]
-                combined, twice_median = relabeled(pool, names, relabelings)
+                combined, twice_median, _ = relabeled(pool, names, relabelings)
                 nulls[f"finetune {name} epoch 0"] = (combined + [out["members@0"]["p_value"]],
-                                                     twice_median + [out["members@0"]["twice_median"]])
+                                                     twice_median + [out["members@0"]["twice_median"]], None)
         truths[name] = out
-        cost[f"finetune {name}"] = cost_of(entry, groups, committed_entry(COMMITTED_NAMES.get(name, name),
-                                                                          "finetune_memorization"))
+        cost[f"finetune {name}"] = cost_of(entry, groups, guard, DatasetInferenceConfig(), False,
+                                           committed_entry(COMMITTED_NAMES.get(name, name), "finetune_memorization"))
         print(json.dumps({name: {k: v["p_value"] for k, v in out.items()}}), file=sys.stderr, flush=True)
     return truths, nulls, cost
 
@@ -381,9 +441,10 @@ def main() -> int:
         finetune, more_nulls, more_cost = finetune_section(runs, args.relabelings, args.subsamples)
     nulls |= more_nulls
     report["mink"], report["finetune"], report["cost"] = mink, finetune, cost | more_cost
-    report["nulls"] = {pool: fpr(p) for pool, (p, _) in nulls.items()}
-    report["nulls_pooled"] = fpr([p for pool, _ in nulls.values() for p in pool])
-    report["nulls_pooled_twice_median"] = fpr([p for _, pool in nulls.values() for p in pool])
+    report["nulls"] = {pool: fpr(p) | ({"stop_early": early} if early else {}) for pool, (p, _, early) in nulls.items()}
+    report["nulls_pooled"] = fpr([p for pool, _, _ in nulls.values() for p in pool])
+    report["nulls_pooled_twice_median"] = fpr([p for _, pool, _ in nulls.values() for p in pool])
+    report["recorded_costs"] = recorded_costs()
     report["e00"] = e00
     report["guard"] = guard_on_splits()
     report["seconds"] = round(time.perf_counter() - started, 1)

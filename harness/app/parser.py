@@ -19,20 +19,28 @@ def add_task_config_flags(parser: argparse.ArgumentParser) -> list[str]:
     """A `--field-name` flag for every field of every registered task's Config; returns the fields."""
     from harness.core.task import is_sequence
 
-    owners: dict[str, list[str]] = {}
+    defaults: dict[str, dict[str, Any]] = {}  # field -> task -> its default there
     fields = {}
     for name, task in discover().items():
         for field_name, field in task.Config.model_fields.items():
-            owners.setdefault(field_name, []).append(name)
+            defaults.setdefault(field_name, {})[name] = field.default
             fields.setdefault(field_name, field)
     group = parser.add_argument_group("task settings (each applies to the selected tasks that have it)")
     for field_name, field in fields.items():
         group.add_argument(
             "--" + field_name.replace("_", "-"), dest=f"task__{field_name}", default=None, metavar=field_name.upper(),
             type=split_commas if is_sequence(field.annotation) else str,
-            help=f"{field.description or ''} (default {field.default!r}; tasks: {', '.join(owners[field_name])})",
+            help=f"{field.description or ''} ({defaults_help(defaults[field_name])})",
         )
     return list(fields)
+
+
+def defaults_help(defaults: dict[str, Any]) -> str:
+    """A setting's default and the tasks that have it (task -> default), each task's where they differ:
+    "default 99; tasks: a, b" or "default 99 in a, 49 in b"."""
+    if len({repr(value) for value in defaults.values()}) == 1:
+        return f"default {next(iter(defaults.values()))!r}; tasks: {', '.join(defaults)}"
+    return "default " + ", ".join(f"{value!r} in {task}" for task, value in defaults.items())
 
 
 def task_overrides(args: argparse.Namespace) -> dict[str, Any]:

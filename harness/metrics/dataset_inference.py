@@ -312,9 +312,8 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     curve runs the test on one split (`CURVE_SPLITS`, calibrated by the same relabelings) of a seeded subsample
     of n texts per side for each n of `curve_sizes` below the smaller side, then ends with the smaller side's
     size and `p_value` (all texts, `n_splits` splits; None: no curve). `stop_early`: compute what the decision
-    at alpha needs: every test stops its relabelings once it cannot reject (`sequential_p`); a curve point,
-    whose answer is its decision, has the fewest relabelings that can reject (`min_permutations`), and the
-    curve stops at the first size that rejects."""
+    at alpha needs: every test stops its relabelings once it cannot reject (`sequential_p`), and a curve
+    point, whose answer is its decision, has the fewest relabelings that can reject (`min_permutations`)."""
     x, y, dropped = check_input(features, labels, names, nonfinite)
     if 1 / (permutations + 1) > alpha:
         raise UserError(f"dataset inference: {permutations} permutations cannot give a p-value at or below alpha "
@@ -337,8 +336,6 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
             sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, sub_rng, clip_fraction,
                            equal_var, stop_after(alpha, curve_permutations) if stop_early else None)
             curve.append((n, sub.p_value))
-            if stop_early and sub.p_value <= alpha:  # the fewest texts that reject: the curve's answer
-                break
         curve.append((smaller, found.p_value))
     return DatasetInferenceResult(
         p_value=found.p_value, alpha=alpha, rejected=found.p_value <= alpha, statistic=found.statistic,

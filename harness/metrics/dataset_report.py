@@ -9,7 +9,8 @@ Metrics (tags: the caller's, e.g. {"length": "128"} or {"epoch": "1", "trained_o
                     value means the two sets differ in distribution, and then di_p_value says nothing
                     about training
 The rest (decision, permutations, the statistic and its null, texts per side, weights, split p-values, the
-curve of p against texts per side, rows and features dropped) goes to the results file's info.
+curve of p against texts per side, rows and features dropped; the relabelings fitted where the test may stop
+early) goes to the results file's info.
 """
 
 from __future__ import annotations

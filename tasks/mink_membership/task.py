@@ -63,15 +63,13 @@ DI_PERMUTATIONS = 49
 
 
 class MinkConfig(DatasetInferenceConfig):
-    di_permutations: PositiveInt = Field(DI_PERMUTATIONS, description="dataset inference: random relabelings of "
-                                         "the texts that calibrate the statistic; the smallest p-value is "
-                                         "1 / (permutations + 1) (0.02 here, one test per length), and the cost "
-                                         "grows with them")
+    di_permutations: PositiveInt = Field(
+        DI_PERMUTATIONS, description=DatasetInferenceConfig.model_fields["di_permutations"].description)
     di_stop_early: bool = Field(True, description="dataset inference: compute what the decision at --di-alpha "
                                 "needs: a test's relabelings stop once it cannot reject (Besag & Clifford's "
-                                "sequential p-value, coarser above alpha), a curve point (whose answer is its "
-                                "decision) has the fewest relabelings that can reject, and the curve stops at "
-                                "the first size that rejects; false: every relabeling and curve point")
+                                "sequential p-value, coarser above alpha), and a curve point (whose answer is its "
+                                "decision) has the fewest relabelings that can reject; false: every relabeling "
+                                "of --di-permutations, at every curve point too")
     data: str = Field("reference", description="JSONL file ({text, label}), a hub dataset id "
                       "(text/label columns, WikiMIA's input/label), or a reference corpus: "
                       "'reference' (English XSum), 'reference:ja' (Japanese), 'reference:shifted' (the XSum "
@@ -230,7 +228,6 @@ class MinkMembership(Task):
         start = token_text(model.tokenizer, scoring.bos_token_id)
         samples, metrics_out, non_finite = [], [], {}
         per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
-        texts_at: dict[int, list[str]] = {length: [] for length in config.lengths}  # per_length's texts
         for i, length in keys:
             if (i, length) not in target:
                 continue
@@ -239,7 +236,6 @@ class MinkMembership(Task):
             values |= {attack: found[i, length] for attack, found in extra.items() if (i, length) in found}
             values |= blind.get((i, length), {})
             per_length[length].append((data.texts[i].label, values))
-            texts_at[length].append(prefixes[i, length])
             samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
                             "start_token": start, "n_tokens": int(len(scores.logprobs)),
                             "scores": {k: v if math.isfinite(v) else None for k, v in values.items()}})

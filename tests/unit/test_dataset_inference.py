@@ -191,6 +191,50 @@ def test_permutation_p_by_hand():
     assert di.min_permutations(0.05) == 19 and di.min_permutations(0.01) == 99 and di.min_permutations(0.001) == 999
 
 
+def test_sequential_p_by_hand():
+    # Besag & Clifford: stop at the h-th relabeling at or above the statistic, p = h / L; h rules out rejection
+    assert di.stop_after(0.05, 99) == 5 and di.stop_after(0.05, 49) == 3 and di.stop_after(0.05, 19) == 1
+    assert di.stop_after(0.1, 99) == 10 and di.stop_after(0.05, 100) == 6  # 5 / 100 is no more than alpha
+    null = np.array([0.5, 3.0, -1.0, 2.5, 4.0, 0.1, 2.2])
+    assert di.sequential_p(2.0, null, 3) == (3 / 5, 5)  # 3.0, 2.5 and 4.0: the third is the fifth
+    assert di.sequential_p(2.0, null, 5) == (di.permutation_p(2.0, null), 7)  # four in all: never stopped
+    for alpha, permutations in [(0.05, 99), (0.05, 49), (0.049, 99), (0.3, 9), (0.04, 49)]:
+        h = di.stop_after(alpha, permutations)
+        assert h / permutations > alpha and (1 + h) / (permutations + 1) > alpha  # stopped or not: no rejection
+        assert h == 1 or (h - 1) / permutations <= alpha  # the fewest that do
+    assert di.blocks(99, False) == [(0, 100)]
+    assert di.blocks(99, True) == [(0, 11), (11, 31), (31, 71), (71, 100)] and di.blocks(19, True) == [(0, 11), (11, 20)]
+
+
+def test_stopping_early_changes_no_decision_and_no_p_at_or_below_alpha():
+    # the draws are the full test's whether or not it stops: where it does not, the same p bit for bit; where
+    # it does, p = h / L above alpha, as the full test's is; a null stops after a few relabelings
+    rng = np.random.default_rng(11)
+    pool = correlated_pool(rng, 120, 6)
+    planted = pool.copy()
+    labels = null_labels(3, 120)
+    planted[labels == 1, 0] += 1.0
+    used = []
+    for x, seed in [(pool, s) for s in range(8)] + [(planted, 0)]:
+        y = labels if x is planted else null_labels(50 + seed, 120)
+        full = di.dataset_inference(x, y, NAMES[:6], seed=seed, permutations=49, curve_sizes=(10, 20, 40))
+        early = di.dataset_inference(x, y, NAMES[:6], seed=seed, permutations=49, curve_sizes=(10, 20, 40),
+                                     stop_early=True)
+        assert (early.statistic, early.split_p_values, early.weights) == (full.statistic, full.split_p_values,
+                                                                          full.weights)
+        assert early.rejected == full.rejected
+        if early.relabelings == 49:
+            assert early.p_value == full.p_value
+        else:
+            assert early.p_value == 3 / early.relabelings > 0.05 and full.p_value > 0.05
+        used.append(early.relabelings)
+        # the curve records decisions: 19 relabelings, p = 1 / L, or 1 / 20 where none reaches the statistic
+        assert [n for n, _ in early.curve] == [10, 20, 40, 60] and early.curve[-1] == (60, early.p_value)
+        assert all(round(1 / p, 9) % 1 == 0 and (p > 0.05 or p == pytest.approx(0.05)) for _, p in early.curve[:-1])
+    assert used[-1] == 49 and early.p_value == pytest.approx(0.02)  # the planted signal: every relabeling, the floor
+    assert np.median(used[:-1]) < 20
+
+
 def test_planted_signal_gives_the_floor_and_names_its_score():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(400, 7))
