@@ -199,7 +199,7 @@ def test_only_one_class(capsys, tiny_lm, tmp_path, out):
 def test_dataset_inference_asked_for_with_too_few_texts(capsys, tiny_lm, good_data, out):
     """3 texts a side cannot both fit and test dataset inference: refused when the user asks for it (a
     setting named); left at its defaults it is only not run (info), and the other metrics are kept."""
-    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-alpha", "0.01"), out, str(good_data),
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-alpha", "0.05"), out, str(good_data),
                       "at least 4 texts on each side")
 
 
@@ -208,6 +208,11 @@ def test_dataset_inference_settings_out_of_range(capsys, tiny_lm, good_data, out
     # 9 relabelings cannot reach p <= 0.05 (the smallest permutation p-value is 1 / 10)
     assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-permutations", "9"), out,
                       "--di-permutations 9 cannot give a p-value at or below --di-alpha 0.05", "at least 19")
+    # mink_membership's 49 relabelings reach 0.02, not 0.01: a stricter alpha says how many it needs
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-alpha", "0.01"), out,
+                      "--di-permutations 49 cannot give a p-value at or below --di-alpha 0.01", "at least 99")
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-stop-early", "maybe"), out,
+                      "--di-stop-early: Input should be a valid boolean")
 
 
 def test_malformed_json_line(capsys, tiny_lm, tmp_path, out):

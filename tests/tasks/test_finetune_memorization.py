@@ -129,7 +129,8 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     rows.write_text("".join(json.dumps({"text": t.text, "label": t.label}) + "\n" for t in data.texts))
     mink = evaluate(quick_outside, tmp_path / "mink", "--data", str(rows), "--lengths", "40", "--k-percents", "20",
                     "--attacks", "loss,zlib,min_k,min_k_pp,recall,dc_pdd", "--bootstrap-resamples", "50",
-                    "--blind-baselines", "bag_of_words", tasks="mink_membership")
+                    "--blind-baselines", "bag_of_words", "--di-permutations", "99", "--di-stop-early", "false",
+                    tasks="mink_membership")
     mine = [json.loads(line) for line in (tmp_path / "run" / entry["samples_file"]).read_text().splitlines()]
     theirs = [json.loads(line) for line in
               (tmp_path / "mink" / mink["tasks"][0]["samples_file"]).read_text().splitlines()]
@@ -141,7 +142,7 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     # the blind baseline agrees with mink_membership's (same texts, folds and seed)
     assert metric(entry, "auc", score="blind_bow") == pytest.approx(
         metric(mink["tasks"][0], "auc", score="blind_bow", length="40"))
-    # and so does dataset inference at epoch 0 (same scores, features and seed)
+    # and so does dataset inference at epoch 0 (same scores, features, seed and settings: finetune_memorization's)
     assert metric(mink["tasks"][0], "di_p_value", length="40") == p[0]
 
 
