@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,7 @@ from scipy.stats import binomtest, kstest, kurtosis, norm, skew, ttest_ind
 from sklearn.linear_model import LogisticRegression
 
 from harness.app.registry import discover
-from harness.core.results import load_results
+from harness.core.results import ResultsFile, load_results
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
 from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report, guard_report
@@ -125,19 +126,25 @@ def fpr(p_values: list[float]) -> dict:
             "ks_uniform_p": float(kstest(p_values, "uniform").pvalue), "mean_p": float(np.mean(p_values))}
 
 
-def committed_entry(model: str, task: str) -> dict | None:
-    """The newest committed (`submissions/`) full run of `task` by the model named `model` (a reference name,
-    or the real model's results name), at the task's version today, as its results file holds it; None when
-    there is none."""
-    version, found = discover()[task].VERSION, None
+@cache
+def committed_runs(task: str) -> list[tuple[ResultsFile, dict]]:
+    """Every committed (`submissions/`) full run of `task` at the task's version today that finished, with its
+    entry as the results file holds it (read once)."""
+    version, runs = discover()[task].VERSION, []
     for path in sorted((ROOT / "submissions").glob("*.json")):
         results = load_results(path)
         entry = results.task(task)
-        if (results.model.name in (model, f"membench-ref/{model}") and results.run.limit is None and entry is not None
-                and entry.status == "ok" and entry.version == version
-                and (found is None or results.created_at > found[0])):
-            found = (results.created_at, entry)
-    return found and found[1].model_dump(mode="json")
+        if results.run.limit is None and entry is not None and entry.status == "ok" and entry.version == version:
+            runs.append((results, entry.model_dump(mode="json")))
+    return runs
+
+
+def committed_entry(model: str, task: str) -> dict | None:
+    """The newest of `committed_runs(task)` by the model named `model` (a reference name, or the real model's
+    results name); None when there is none."""
+    mine = [(results.created_at, entry) for results, entry in committed_runs(task)
+            if results.model.name in (model, f"membench-ref/{model}")]
+    return max(mine, key=lambda found: found[0])[1] if mine else None
 
 
 def seconds_without_inference(entry: dict) -> float:
@@ -174,20 +181,16 @@ def cost_of(entry: dict, groups: list[tuple[np.ndarray, list[dict], list[str]]],
 
 
 def recorded_costs() -> dict:
-    """What every committed full run at its task's version today recorded: dataset inference's seconds
-    (`info.dataset_inference_seconds`, timed inside the run) against the run's wall time, per results file."""
+    """What every committed full run at its task's version today recorded (`committed_runs`): dataset
+    inference's seconds (`info.dataset_inference_seconds`, timed inside the run) against the run's wall time."""
     out = {}
     for task in ("mink_membership", "finetune_memorization"):
-        version = discover()[task].VERSION
-        for path in sorted((ROOT / "submissions").glob("*.json")):
-            results = load_results(path)
-            entry = results.task(task)
-            if (entry is None or entry.status != "ok" or entry.version != version or results.run.limit is not None
-                    or "dataset_inference_seconds" not in entry.info):
-                continue
-            seconds = entry.info["dataset_inference_seconds"]
-            out[f"{task} {results.model.name}"] = {"wall_time_s": entry.wall_time_s, "dataset_inference_seconds": seconds,
-                                                   "share": round(seconds / entry.wall_time_s, 4)}
+        for results, entry in committed_runs(task):
+            if "dataset_inference_seconds" in entry["info"]:
+                seconds = entry["info"]["dataset_inference_seconds"]
+                out[f"{task} {results.model.name}"] = {"wall_time_s": entry["wall_time_s"],
+                                                       "dataset_inference_seconds": seconds,
+                                                       "share": round(seconds / entry["wall_time_s"], 4)}
     return out
 
 

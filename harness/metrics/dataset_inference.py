@@ -325,6 +325,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     stop = stop_after(alpha, permutations) if stop_early else None
     # a curve point's answer is its decision at alpha, which the fewest relabelings that can reject give
     curve_permutations = min_permutations(alpha) if stop_early else permutations
+    curve_stop = stop_after(alpha, curve_permutations) if stop_early else None
     found = combined(x, y, n_splits, permutations, fit, np.random.default_rng(streams[0]), clip_fraction,
                      equal_var, stop)
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
@@ -334,7 +335,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
         for n in sorted({n for n in curve_sizes if MIN_PER_SIDE <= n < smaller}):
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
             sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, sub_rng, clip_fraction,
-                           equal_var, stop_after(alpha, curve_permutations) if stop_early else None)
+                           equal_var, curve_stop)
             curve.append((n, sub.p_value))
         curve.append((smaller, found.p_value))
     return DatasetInferenceResult(

@@ -92,10 +92,10 @@ def rounded(values: dict[str, float]) -> dict[str, float]:
 
 def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, float]], names: Sequence[str],
                              tags: dict[str, str], config: DatasetInferenceConfig, seed: int,
-                             guard_texts: Sequence[str] | None = None, stop_early: bool = False) -> Report:
+                             stop_early: bool = False) -> Report:
     """`dataset_inference` of suspect (label 1) against validation (label 0) texts on the `names` scores
-    (one dict per text), as metric `di_p_value` with `tags` and an info entry; with `guard_texts` (the same
-    texts, in order) also `guard_report`. Too few texts with finite scores on a side: no metric, and the
+    (one dict per text), as metric `di_p_value` with `tags` and an info entry (the IID guard, once per run,
+    is `guard_report`). Too few texts with finite scores on a side: no metric, and the
     info entry says why. `stop_early`: the tests stop once their answer is known (`dataset_inference`'s);
     the info then also counts the relabelings fitted."""
     report = Report()
@@ -122,11 +122,6 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
                         "dropped_features": list(found.dropped_features)}
         if stop_early:
             report.info["relabelings"] = found.relabelings
-    if guard_texts is not None:
-        guard = guard_report(labels, guard_texts, tags, config, seed, stop_early)
-        report.metrics += guard.metrics
-        report.info["guard"] = guard.info
-        report.guard_rejected = guard.guard_rejected
     return report
 
 
