@@ -675,9 +675,9 @@ def training_peaks(device: str, peaks: list[int]):
         return
     import torch
 
-    from harness.training import finetune
+    from harness.training import callbacks, finetune
 
-    train, on_epoch_end = finetune._train, finetune._AtEpochs.on_epoch_end
+    train, on_epoch_end = finetune._train, callbacks.AtEpochs.on_epoch_end
     running = [0]
 
     def measured_train(*args, **kwargs):
@@ -699,11 +699,11 @@ def training_peaks(device: str, peaks: list[int]):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
 
-    finetune._train, finetune._AtEpochs.on_epoch_end = measured_train, measured_epoch_end
+    finetune._train, callbacks.AtEpochs.on_epoch_end = measured_train, measured_epoch_end
     try:
         yield peaks
     finally:
-        finetune._train, finetune._AtEpochs.on_epoch_end = train, on_epoch_end
+        finetune._train, callbacks.AtEpochs.on_epoch_end = train, on_epoch_end
 
 
 def training_estimate(info: dict) -> dict | None:

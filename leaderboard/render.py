@@ -165,12 +165,16 @@ def count_metrics(board: list[BoardEntry]) -> frozenset[tuple[str, str]]:
 def headline_value(item: BoardEntry, head: Headline | None = None, interval: bool = False,
                    counts: frozenset[tuple[str, str]] = frozenset()) -> str:
     """The value of `head` (default: the entry's headline) in an entry's metrics, formatted; without
-    decimals when it is one of `counts` (`count_metrics`)."""
+    decimals when it is one of `counts` (`count_metrics`) or its headline says it is a count."""
     entry = item.entry
     if entry.status == "skipped":
         return "skipped"
     metric = entry.headline_metric(head)
-    return "n/a" if metric is None else fmt_metric(metric, interval, (entry.name, metric.name) in counts)
+    if metric is None:
+        return "n/a"
+    shown = head or entry.headline
+    whole = (entry.name, metric.name) in counts or (shown is not None and shown.count)
+    return fmt_metric(metric, interval, whole)
 
 
 def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:

@@ -64,6 +64,18 @@ def batch_size_value(text: str) -> int | str:
     return "auto" if text.strip().lower() == "auto" else positive_int(text)
 
 
+# What --seed seeds, and the tasks' own seeds it does not (tests/cli/test_cli.py checks that every task
+# setting named *seed is named here). Both are in the results file: --seed as each task's `seed`, the
+# others in its `config`.
+SEED_HELP = ("seed of the run's resampling and random draws (default 0; each task's `seed` in the results file): "
+             "bootstrap intervals, permutation p-values and dataset inference's relabelings (mink_membership, "
+             "finetune_memorization, weat), the neighbourhood attack's draws (mink_membership), the Mix-PT prompt "
+             "assignment (ner_prompt_memorization), probe splits, control labels and initializations "
+             "(probe_memorization). It does not reach what a task's own seed fixes, recorded in its `config`: "
+             "the training order (--finetune-seed: finetune_memorization, privacy_extraction), the synthetic secrets "
+             "(--data-seed: privacy_extraction) and the reference corpus's member split (--reference-seed)")
+
+
 def seed_int(text: str) -> int:
     """A seed: an integer from 0 to `harness.core.task.MAX_SEED` (numpy's generators refuse negative seeds,
     and its global seed, which the reference training sets, anything from 2**32 on)."""
@@ -150,7 +162,7 @@ def add_evaluate(commands) -> None:
                     help="a quick test run: cut each task's data to about this many samples (its card says how, "
                          "and what work stays whole); the board marks such results and `validate --strict` "
                          "refuses them for submission")
-    ev.add_argument("--seed", type=seed_int, default=0)
+    ev.add_argument("--seed", type=seed_int, default=0, help=SEED_HELP)
     ev.add_argument("--log-samples", action="store_true", help="also write per-sample JSONL files")
     ev.add_argument("--output-path", type=Path, default=DEFAULT_SUBMISSIONS, help="folder for the results file")
     ev.add_argument("--trust-remote-code", action="store_true", help="allow the checkpoint's own Python code")

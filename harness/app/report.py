@@ -30,7 +30,8 @@ def headline_cells(entry: TaskEntry) -> list[str]:
     label = f"{entry.headline.label} {entry.headline.direction()}"
     if metric is None:
         return [label, "n/a", ""]
-    return [label, fmt_metric(metric, interval=True), "" if metric.n is None else str(metric.n)]
+    return [label, fmt_metric(metric, interval=True, whole=entry.headline.count),
+            "" if metric.n is None else str(metric.n)]
 
 
 def batch_size_text(run) -> str:

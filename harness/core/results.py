@@ -97,6 +97,7 @@ class Headline(_Strict):
       a log10 value axis; values <= 0 are left out of that plot, and its note says so.
     - `reference_line`: a dashed line across that plot's value axis at this value (e.g. a test's
       level alpha = 0.05); positive where `log_scale` is set. None: no line.
+    - `count`: the metric is a count (epochs, ranks): shown without decimals where it is whole.
     """
 
     metric: str
@@ -107,6 +108,7 @@ class Headline(_Strict):
     plot: bool = False
     log_scale: bool = False
     reference_line: float | None = None
+    count: bool = False
 
     @model_validator(mode="after")
     def _ideal_given(self) -> "Headline":
@@ -121,9 +123,9 @@ class Headline(_Strict):
         return self
 
     @model_serializer(mode="wrap")
-    def _omit_plot_defaults(self, handler) -> dict[str, Any]:
+    def _omit_display_defaults(self, handler) -> dict[str, Any]:
         data = handler(self)
-        for key, default in _PLOT_DEFAULTS.items():
+        for key, default in _DISPLAY_DEFAULTS.items():
             if key in data and data[key] is default:
                 del data[key]
         return data
@@ -133,8 +135,8 @@ class Headline(_Strict):
         return {"higher": "↑", "lower": "↓"}.get(self.better) or f"→{self.ideal:g}"
 
 
-# The plot settings of a headline at their defaults, which the file leaves out.
-_PLOT_DEFAULTS = {"plot": False, "log_scale": False, "reference_line": None}
+# The display settings of a headline at their defaults, which the file leaves out.
+_DISPLAY_DEFAULTS = {"plot": False, "log_scale": False, "reference_line": None, "count": False}
 
 TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 

@@ -30,6 +30,7 @@ from harness.core.io import (
 from harness.core.model_types import LoadedModel, ModelIdentity, ModelKind
 from harness.files.sources import first_line
 from harness.model import gguf
+from harness.model.attention import attention_implementation
 from harness.model.identity import TOKENIZER_PATTERNS, model_identity, tokenizer_files
 from harness.model.kinds import detect_kind_with_note, model_class, model_type_kind
 from harness.model.pretrained import PREFIX, PRETRAINED, resolve_pretrained
@@ -467,6 +468,9 @@ def load(spec: ModelSpec) -> LoadedModel:
     torch_dtype = resolve_dtype(spec.dtype, device, config)
     tokenizer = load_tokenizer(folder, spec.trust_remote_code, checkpoint.gguf_file)
     placement = {"device_map": spec.device_map} if spec.device_map else {}
+    # 16-bit on the CPU under pinned kernels: eager attention (harness/model/attention.py)
+    attention = None if spec.device_map else attention_implementation(device, str(torch_dtype).removeprefix("torch."))
+    placement |= {"attn_implementation": attention} if attention else {}
     try:
         with _gguf_bar_follows_transformers() if checkpoint.gguf_file else nullcontext():
             model, report = model_class(kind, config).from_pretrained(

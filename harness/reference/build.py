@@ -46,6 +46,9 @@ MLM_CHECKPOINT = "mlm-bert-e05"
 TOKEN_SCORES = "loss,zlib,min_k,min_k_pp"
 # The name suffix of a checkpoint's run with LoRA fine-tuning (`BuildConfig.variants`)
 LORA_SUFFIX = "-lora"
+# The beam width B of paywall_memorization's near-verbatim bound on the English untrained, 30-epoch and
+# non-member checkpoints in `membench run` (Cooper et al. 2026's B; off by default in `membench evaluate`)
+JOB_NEAR_VERBATIM_BEAM = 20
 
 
 class Recipe:
@@ -126,6 +129,8 @@ class BuildConfig(Recipe):
         elif self.corpus == "xsum":  # its reference model, and the reference masked LM for neighbours
             settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{OUTSIDE_EPOCHS:02d}",
                          "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}", "neighbours": "10"}
+        if self.corpus == "xsum" and not between:  # paywall's near-verbatim bound: e00, e30 and the twin (issue 61)
+            settings["near_verbatim_beam"] = str(JOB_NEAR_VERBATIM_BEAM)
         return settings
 
 

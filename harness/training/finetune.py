@@ -15,17 +15,17 @@ adapter unmerged (W·x + (alpha / r)·B·A·x), so shared weights are never writ
 from __future__ import annotations
 
 import copy
+import gc
 import itertools
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
-from transformers.trainer_callback import PrinterCallback, TrainerCallback
 
-from harness.core.progress import paused, progress_bar
 from harness.scoring import distributed
 from harness.scoring.conditional import encode_pairs
 
@@ -102,42 +102,6 @@ def training_rows(tokenizer, pairs: list[tuple[str, str]], times: list[int], seq
     return rows
 
 
-class _Progress(TrainerCallback):
-    """A bar of training steps like the harness's others (`progress_bar`: lines where stderr is no terminal), in
-    place of the Trainer's own, which also prints its logs."""
-
-    def __init__(self, progress: bool | None):
-        self.show = progress
-        self.bar = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.bar = progress_bar(total=state.max_steps, step="fine-tuning", unit="step", leave=False, show=self.show)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.bar.update(1)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        self.bar.close()
-
-
-class _AtEpochs(TrainerCallback):
-    """The evaluation after each epoch in `evaluate_at`; the steps' bar (`_Progress`) is paused meanwhile,
-    so its rate and ETA count training steps only."""
-
-    def __init__(self, evaluate_at: set[int], on_checkpoint: Callable[[int, torch.nn.Module], None],
-                 steps: _Progress):
-        self.evaluate_at, self.on_checkpoint, self.steps = evaluate_at, on_checkpoint, steps
-
-    def on_epoch_end(self, args, state, control, model=None, **kwargs):
-        epoch = round(state.epoch)
-        if epoch in self.evaluate_at:
-            model.eval()
-            # a peft model is evaluated as its transformers model, the adapter in its linear layers
-            with torch.no_grad(), paused(self.steps.bar):
-                self.on_checkpoint(epoch, model.get_base_model() if hasattr(model, "get_base_model") else model)
-            model.train()
-
-
 def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evaluate_at: set[int],
              on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
     """Train `model` in place (with `settings.lora`: an adapter added to it); returns facts about the run
@@ -152,10 +116,27 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
             parameter.requires_grad_(flag)
 
 
+@contextmanager
+def objects_frozen() -> Iterator[None]:
+    """The objects alive now left out of the garbage collector's passes until the block ends (`gc.freeze`): the
+    Trainer starts every training with a full `gc.collect()` (accelerate's `free_memory`), whose time grows with
+    every object the process holds, none of them the training's garbage (in the test process 20 s of 340 s, at
+    up to a second a training). Objects made meanwhile are collected as usual; nothing is computed otherwise."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evaluate_at: set[int],
            on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
-    # Imported here: the Trainer takes a second to import, and only the tasks that train need it.
+    # Imported here: the Trainer and its callbacks take 1.5 s to import (they import peft), and only the tasks
+    # that train need them; every membench process imports this module (the task registry).
     from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    from harness.training.callbacks import AtEpochs, Progress
 
     device = next(model.parameters()).device
     # In a data-parallel run every rank fine-tunes its own copy alike: the Trainer must not join the ranks (DDP).
@@ -169,10 +150,11 @@ def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evalu
         )
         collator = DataCollatorForSeq2Seq(tokenizer, model=None, label_pad_token_id=-100, padding=True)
         trainer = Trainer(model=model, args=arguments, train_dataset=_Examples(rows), data_collator=collator,
-                          callbacks=[steps := _Progress(progress), _AtEpochs(evaluate_at, on_checkpoint, steps)])
+                          callbacks=[steps := Progress(progress), AtEpochs(evaluate_at, on_checkpoint, steps)])
         trainer.remove_callback(PrinterCallback)
         started = time.perf_counter()
-        output = trainer.train()
+        with objects_frozen():
+            output = trainer.train()
         seconds = time.perf_counter() - started
     model.eval()
     facts = {"steps": output.global_step, "train_seconds_with_evaluation": round(seconds, 1),

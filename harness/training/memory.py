@@ -23,6 +23,12 @@ keeps each gradient and both moments in its parameter's dtype:
   tokens of a row the layer runs on. Measured on an H100 (bench/results/gpu_check--qwen2.5-7b.json,
   2026-11-27): without this term the estimate of a rank-16 all-linear adapter on a 7.6B Qwen2 was
   8.77 GB against 15.61 GB measured; with it, 15.80 GB.
+- eager attention (transformers' matmul-softmax-matmul, which membench runs for a 16-bit model on the
+  CPU under pinned kernels: `harness.model.attention`) also keeps the attention scores: A·B·Σ(L·H·S_q·S_k)
+  bytes, A = 5 bytes per score (Korthikanti et al.'s 5·a·s²·b term in 16-bit: the softmax output, the
+  dropout mask and its output), H the heads and S_q·S_k the (query, key) pairs of each attention of a
+  row (causal: S²; seq2seq: the encoder's S_src², the decoder's S_tgt² + S_tgt·S_src). Fused
+  attention (sdpa, flash) keeps none: the term is 0 for it.
 - the logits: K·B·S_out·V·4 with K = 3 float32 arrays (the logits, their log-softmax and its
   gradient) over the vocabulary V, S_out the positions scored (causal: the row; seq2seq: the target).
 
@@ -45,6 +51,7 @@ from harness.core.errors import UserError
 from harness.scoring import budgets, distributed
 
 ACTIVATION_VALUES = 17  # C: values kept per token, layer and hidden unit (Korthikanti et al. 2022)
+SCORE_BYTES = 5  # A: bytes kept per attention score by eager attention (Korthikanti et al. 2022, 5·a·s²·b)
 LOGIT_COPIES = 3  # K: float32 arrays of batch × positions × vocabulary (logits, log-softmax, gradient)
 ADAPTER_BYTES = 4  # peft keeps LoRA weights in float32 (autocast_adapter_dtype) whatever the base dtype
 GB = 1e9
@@ -62,6 +69,7 @@ class ModelShape:
     vocab_size: int
     linear_layers: tuple[tuple[str, int, int], ...]  # (name, in features, out features), the output head left out
     linear_tokens: tuple[int, ...] = ()  # per linear layer, the tokens of a row it runs on (S above)
+    attention_scores: int = 0  # Σ(L·H·S_q·S_k) for one row under eager attention; 0 for fused attention
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,7 @@ def estimate(shape: ModelShape, method: str, batch_size: int, on_cuda: bool, lor
     """The module docstring's estimate for `method` ("full" or "lora")."""
     bytes_per_value = shape.weight_bytes / shape.parameters if shape.parameters else 4
     activations = round(ACTIVATION_VALUES * batch_size * shape.layer_tokens * shape.hidden_size * bytes_per_value)
+    activations += SCORE_BYTES * batch_size * shape.attention_scores
     logits = LOGIT_COPIES * batch_size * shape.logit_tokens * shape.vocab_size * 4
     if method == "full":
         trainable, state = shape.parameters, shape.weight_bytes  # P, and P·b per copy of it
@@ -165,13 +174,17 @@ def model_shape(model: torch.nn.Module, seq2seq: bool, source_tokens: int, targe
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     hidden = _config_int(config, "hidden_size", "d_model", "n_embd") or 0
     vocab = _config_int(config, "vocab_size") or 0
+    heads = _config_int(config, "num_attention_heads", "num_heads", "n_head", "encoder_attention_heads") or 0
     if seq2seq:
         encoder = _config_int(config, "encoder_layers", "num_layers", "num_hidden_layers") or 0
         decoder = _config_int(config, "decoder_layers", "num_decoder_layers") or encoder
         layer_tokens, logit_tokens = encoder * source_tokens + decoder * (target_tokens + 1), target_tokens + 1
+        pairs = encoder * source_tokens ** 2 + decoder * (logit_tokens ** 2 + logit_tokens * source_tokens)
     else:
         row = 1 + source_tokens + target_tokens
-        layer_tokens, logit_tokens = (_config_int(config, "num_hidden_layers", "n_layer") or 0) * row, row
+        layers = _config_int(config, "num_hidden_layers", "n_layer") or 0
+        layer_tokens, logit_tokens, pairs = layers * row, row, layers * row ** 2
+    eager = getattr(config, "_attn_implementation", None) == "eager"
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     linear, tokens = [], []
     for name, module in model.named_modules():
@@ -190,7 +203,8 @@ def model_shape(model: torch.nn.Module, seq2seq: bool, source_tokens: int, targe
     return ModelShape(parameters=sum(p.numel() for p in parameters),
                       weight_bytes=sum(p.numel() * p.element_size() for p in parameters), hidden_size=hidden,
                       layer_tokens=layer_tokens, logit_tokens=logit_tokens, vocab_size=vocab,
-                      linear_layers=tuple(linear), linear_tokens=tuple(tokens))
+                      linear_layers=tuple(linear), linear_tokens=tuple(tokens),
+                      attention_scores=heads * pairs if eager else 0)
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,11 @@ class PaywallMemorization(Task):
                         label="eidetic chars, non-members", better="lower"),
                Headline(metric="extractable", tags={"group": "members", "bin": "all", "attempts": "100",
                                                     "level": "0.5"},
-                        label="(100, 0.5)-extractable, members", better="lower"))
+                        label="(100, 0.5)-extractable, members", better="lower"),
+               # the attempts first: its plot runs along n (the first numeric tag), every n a point
+               Headline(metric="near_verbatim_extractable", tags={"attempts": "100", "group": "members", "bin": "all",
+                                                                  "level": "0.5", "threshold": "0.9"},
+                        label="near-verbatim (100, 0.5)-extractable, members", better="lower", plot=True))
     Config = PaywallConfig
 
     def load_data(self, config: PaywallConfig, context: RunContext) -> PaywallData:
