@@ -210,30 +210,29 @@ def profile_job(checkout: Path, python: str, interval: float) -> dict:
                 "evaluations": evaluations, "stages_s": rounded(job_stages),
                 "stages_by_evaluation": stages, "hot_inclusive_s": profile["inclusive"],
                 "hot_self_s": profile["self"], "hot_leaf_s": profile["leaf"],
-                "reproduced": [line for line in done.stdout.splitlines() if line.startswith("kept ")].__len__(),
+                "kept": sum(line.startswith("kept ") for line in done.stdout.splitlines()),
                 "written": [Path(line).name for line in done.stdout.splitlines() if line.endswith(".json")]}
 
 
-PYTEST_SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
-
-
 def time_pytest(checkout: Path, python: str) -> dict:
-    """The README's test command's pytest in `checkout`: wall time, pytest's figure, per-test times."""
+    """The README's test command's pytest in `checkout` (its own options: pyproject's addopts): the wall time,
+    pytest's own seconds and counts (its JUnit XML report), the slowest tests."""
     with tempfile.TemporaryDirectory(prefix="bench-pytest-") as scratch:
         report = Path(scratch) / "junit.xml"
         env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "MEMBENCH_CACHE")}
         started = time.perf_counter()
-        done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"],
+        done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}"],
                               cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wall = time.perf_counter() - started
-        summary = PYTEST_SUMMARY.findall(done.stdout)
-        tests = {}
-        if report.exists():
-            for case in ElementTree.parse(report).getroot().iter("testcase"):
-                tests[f"{case.get('classname')}::{case.get('name')}"] = float(case.get("time") or 0)
+        if not report.exists():
+            sys.stderr.write(done.stdout[-4000:])
+            raise SystemExit(f"the tests of {checkout} wrote no report (exit {done.returncode})")
+        suite = next(ElementTree.parse(report).getroot().iter("testsuite"))
+        tests = {f"{case.get('classname')}::{case.get('name')}": float(case.get("time") or 0)
+                 for case in suite.iter("testcase")}
+    counts = {key: int(suite.get(key) or 0) for key in ("tests", "failures", "errors", "skipped")}
     return {"checkout": str(checkout), "commit": git_commit(checkout), "exit_status": done.returncode,
-            "summary": summary[-1][0] if summary else done.stdout[-300:], "pytest_s": float(summary[-1][1]) if summary else None,
-            "wall_s": round(wall, 1), "tests": len(tests),
+            "counts": counts, "pytest_s": round(float(suite.get("time")), 1), "wall_s": round(wall, 1),
             "slowest_s": {name: round(t, 2) for name, t in sorted(tests.items(), key=lambda kv: -kv[1])[:25]},
             "per_test_s": tests}
 

@@ -296,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit (ulimit -f): a write fails with EFBIG
     try:
         words = sys.argv[1:] if argv is None else argv
-        if command_of(words) in PINNED_COMMANDS:
-            # before the parser imports every task module (PyTorch, transformers: 10 to 25 s on 2
+        if command_of(words) in PINNED_COMMANDS or (command_of(words) == "evaluate" and "--reproducible" in words):
+            # before the parser imports every task module (PyTorch, transformers: 3 to 25 s on 2
             # cores), which the pinned child does again; the child parses the flags and reports errors
             status = run_pinned_again(words)
             if status is not None:
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
 
             transformers.logging.set_verbosity_error()
             transformers.logging.disable_progress_bar()
-        if getattr(args, "reproducible", False):  # PINNED_COMMANDS went pinned above, before parsing
+        if getattr(args, "reproducible", False):  # PINNED_COMMANDS and a literal --reproducible went pinned above
             status = run_pinned_again(words)
             if status is not None:  # the command ran in a pinned child process
                 return status

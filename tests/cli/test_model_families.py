@@ -17,10 +17,12 @@ from harness.model import loading as models
 from harness.run import runner
 from tests.helpers.model_families import FAMILIES, build_family
 
-# Only the amount of work: permutations, probe repetitions and sizes, fine-tuning runs and epochs.
+# Only the amount of work: permutations, probe repetitions and sizes, fine-tuning runs and epochs, and the
+# length of what trains and is generated (finetune_memorization's texts and continuations, privacy_extraction's
+# targets).
 CHEAP = {"permutation_samples": 100, "max_exact_partitions": 100, "train_sizes": (4,), "repetitions": 1,
          "probes": ("linear",), "control": False, "finetune_seeds": 1, "epochs": (1,), "bootstrap_resamples": 10,
-         "lengths": (8,), "tests": ("weat1",)}
+         "lengths": (8,), "tests": ("weat1",), "words": 24, "prompt_words": 16, "max_target_tokens": 24}
 LIMIT = 2
 
 

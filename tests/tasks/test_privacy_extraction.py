@@ -15,7 +15,7 @@ from harness.core.progress import bar_desc
 from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
 from harness.scoring.conditional import encode_pairs, target_logprobs
-from harness.training import finetune as finetune_module
+from harness.training import callbacks as training_callbacks
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import PRIVACY_FIELDS, URL_PREFIX, memorization_secrets, privacy_secrets
 from tests.conftest import assert_user_error
@@ -116,8 +116,8 @@ def evaluate_tiny(tiny_lm, out, *flags: str) -> dict:
 
 def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, tiny_lm, monkeypatch):
     bars = []
-    real_bar = finetune_module.progress_bar
-    monkeypatch.setattr(finetune_module, "progress_bar",
+    real_bar = training_callbacks.progress_bar
+    monkeypatch.setattr(training_callbacks, "progress_bar",
                         lambda *args, step, **kwargs: bars.append(bar_desc(step)) or real_bar(*args, step=step, **kwargs))
     entry = evaluate_tiny(tiny_lm, tmp_path / "two", "--finetune-seeds", "2")
     # each seed's fine-tuning bar says which run it is, so its ETA is not read as the task's
