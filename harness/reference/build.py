@@ -47,8 +47,12 @@ TOKEN_SCORES = "loss,zlib,min_k,min_k_pp"
 # The name suffix of a checkpoint's run with LoRA fine-tuning (`BuildConfig.variants`)
 LORA_SUFFIX = "-lora"
 # The beam width B of paywall_memorization's near-verbatim bound on the English untrained, 30-epoch and
-# non-member checkpoints in `membench run` (Cooper et al. 2026's B; off by default in `membench evaluate`)
-JOB_NEAR_VERBATIM_BEAM = 20
+# non-member checkpoints in `membench run` (off by default in `membench evaluate`). Cooper et al. 2026 use
+# B = 20; on xsum-gpt2-e30 (2026-11-28, Xeon) B = 4, 8 and 20 gave the members' (1, 0.5)- and (100, 0.5)-
+# extractable shares alike (0.03, 0.22; at 10^4 draws 0.335, 0.335, 0.34; mean bound 0.0468, 0.0473,
+# 0.0479) and added 17, 24 and 42 s to its 7 s of paywall_memorization: B = 4 shows the same rates in
+# the 15-minute job.
+JOB_NEAR_VERBATIM_BEAM = 4
 
 
 class Recipe:

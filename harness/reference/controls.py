@@ -201,6 +201,8 @@ REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
 # (the Japanese ones have no reference model or masked LM of their language: no ref, no ne)
 MINK_ATTACKS = (("xsum", ("ref", "ne", "recall", "dc_pdd", "gradnorm")), ("ja", ("recall", "dc_pdd", "gradnorm")))
 MEMBERS, NON_MEMBERS = tags_of(group="members", bin="all"), tags_of(group="non_members", bin="all")
+# paywall's near-verbatim bound (run on the English e00, e30 and the non-member twin): members, (100, 0.5), 0.9
+NEAR_VERBATIM_MEMBERS = tags_of(group="members", bin="all", threshold="0.9", attempts="100", level="0.5")
 EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("mink_membership", "xsum-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
     Expectation("mink_membership", "xsum-gpt2-e30", ">", "xsum-gpt2-e01", why="more epochs, more membership signal"),
@@ -234,6 +236,12 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("paywall_memorization", "ja-gpt2-e30", ">=", "ja-gpt2-e30", factor=2, metric="eidetic_mean",
                 tags=MEMBERS, other_tags=NON_MEMBERS, why="... and at least twice the forward-matched characters"),
     Expectation("paywall_memorization", "ja-gpt2-e00", "<=", 0.05, why="untrained: reproduces (almost) nothing"),
+    Expectation("paywall_memorization", "xsum-gpt2-e30", ">=", "xsum-gpt2-nonmembers-e30", margin=0.10,
+                metric="near_verbatim_extractable", tags=NEAR_VERBATIM_MEMBERS,
+                why="near-verbatim: 100 draws give a member's continuation within 0.9 similarity for far more "
+                    "member articles than the non-member baseline"),
+    Expectation("paywall_memorization", "xsum-gpt2-e00", "<=", 0.01, metric="near_verbatim_extractable",
+                tags=NEAR_VERBATIM_MEMBERS, why="near-verbatim: the untrained model extracts (almost) nothing"),
     Expectation("ner_prompt_memorization", "ner-bert-e06", ">", "ner-bert-e00", why="trained names ranked higher"),
     Expectation("ner_prompt_memorization", "ner-bert-e06", ">=", 0.8, why="the best prompt finds the memorized names"),
     Expectation("ner_prompt_memorization", "ner-bert-e06", "<=", 0.99, why="... below the ceiling"),

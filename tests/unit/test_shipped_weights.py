@@ -118,7 +118,7 @@ def test_the_one_epoch_checkpoint_runs_the_token_scores_only():
     and the last one, so `membench run` does not run them there (issue 29); the shipped manifests give
     each checkpoint's epoch."""
     from harness.app.job import checkpoint_task_settings
-    from harness.reference.build import TOKEN_SCORES, checkpoint_folders, reference_builds
+    from harness.reference.build import JOB_NEAR_VERBATIM_BEAM, TOKEN_SCORES, checkpoint_folders, reference_builds
     from harness.reference.recipes import PretrainedEncoder
 
     english, non_members, _, japanese = reference_builds()
@@ -135,3 +135,8 @@ def test_the_one_epoch_checkpoint_runs_the_token_scores_only():
     assert non_members.task_settings(30)["attacks"] == TOKEN_SCORES
     assert english.task_settings() == by_checkpoint["xsum-gpt2-e00"]  # without an epoch: the whole build's
     assert checkpoint_task_settings(PretrainedEncoder(), folder) == {}
+    # paywall's near-verbatim bound (issue 61): the English untrained and 30-epoch checkpoints and the twin
+    beam = str(JOB_NEAR_VERBATIM_BEAM)
+    assert [by_checkpoint[name].get("near_verbatim_beam") for name in sorted(by_checkpoint)] == [beam, None, beam]
+    assert non_members.task_settings(30)["near_verbatim_beam"] == beam
+    assert "near_verbatim_beam" not in japanese.task_settings(30)
