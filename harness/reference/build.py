@@ -51,7 +51,8 @@ LORA_SUFFIX = "-lora"
 # B = 20; on xsum-gpt2-e30 (2026-11-28, Xeon) B = 4, 8 and 20 gave the members' (1, 0.5)- and (100, 0.5)-
 # extractable shares alike (0.03, 0.22; at 10^4 draws 0.335, 0.335, 0.34; mean bound 0.0468, 0.0473,
 # 0.0479) and added 17, 24 and 42 s to its 7 s of paywall_memorization: B = 4 shows the same rates in
-# the 15-minute job.
+# the 15-minute job. On the member articles only (`near_verbatim_groups`): the board plots the members'
+# rates of the three models; every article added 41, 26 and 17 s to e00, e30 and the twin in the job.
 JOB_NEAR_VERBATIM_BEAM = 4
 
 
@@ -134,7 +135,7 @@ class BuildConfig(Recipe):
             settings |= {"reference_model": f"{REFERENCE}:{self.corpus}-gpt2-outside-e{OUTSIDE_EPOCHS:02d}",
                          "neighbour_model": f"{REFERENCE}:{MLM_CHECKPOINT}", "neighbours": "10"}
         if self.corpus == "xsum" and not between:  # paywall's near-verbatim bound: e00, e30 and the twin (issue 61)
-            settings["near_verbatim_beam"] = str(JOB_NEAR_VERBATIM_BEAM)
+            settings |= {"near_verbatim_beam": str(JOB_NEAR_VERBATIM_BEAM), "near_verbatim_groups": "members"}
         return settings
 
 

@@ -61,6 +61,9 @@ class PaywallConfig(ExtractionConfig, PaywallSettings):
     near_verbatim_beam: int = Field(NEAR_VERBATIM_BEAM, ge=0, description="near-verbatim: the width B of the "
                                     "decoding-constrained beam search (Cooper et al. 2026) that lower-bounds the "
                                     "probability of a near-verbatim continuation (20 is a good width); 0: off")
+    near_verbatim_groups: Literal["all", "members"] = Field(
+        "all", description="near-verbatim: the articles the bound runs on: all, or the members only (label 1: half "
+        "the search's cost, and no member minus non-member gap)")
 
     @model_validator(mode="after")
     def _check_near_verbatim(self) -> "PaywallConfig":
@@ -184,11 +187,15 @@ class PaywallMemorization(Task):
                 "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR, "n_targets_capped": capped,
                 "targets": "the reference's tokens (with the private part's leading whitespace) after the greedy "
                            "generation's prompt tokens, cut to its budget; one teacher-forced pass"}
-            if config.near_verbatim_beam:
-                near = near_verbatim_log_bounds(model, examples, scheme, config.near_verbatim_threshold,
-                                                config.near_verbatim_beam, context.progress)
+            if config.near_verbatim_beam:  # NaN: an article the bound did not run on (`near_verbatim_groups`)
+                searched = [i for i, e in enumerate(examples) if config.near_verbatim_groups == "all" or e.label == 1]
+                near = np.full(len(examples), np.nan)
+                near[searched] = near_verbatim_log_bounds(model, [examples[i] for i in searched], scheme,
+                                                          config.near_verbatim_threshold, config.near_verbatim_beam,
+                                                          context.progress)
                 run_info["near_verbatim"] = {
                     "threshold": config.near_verbatim_threshold, "beam_width": config.near_verbatim_beam,
+                    "groups": config.near_verbatim_groups, "articles": len(searched),
                     "similarity": "approximate (1 - Levenshtein / longest, characters) of the continuation's "
                                   "decoded text against the target's",
                     # a bound below p_z would be a bug (README); rounding between the two passes is allowed
@@ -208,14 +215,14 @@ class PaywallMemorization(Task):
             metrics_out += binned(subset, eidetic[chosen], approximate[chosen], group, config.n_bins)
             if extraction is not None:
                 metrics_out += probability_metrics(extraction[chosen], config, tags)
-            if near is not None:
+            if near is not None and not np.isnan(near[chosen]).any():
                 near_tags = {**tags, "threshold": f"{config.near_verbatim_threshold:g}"}
                 metrics_out += probability_metrics(near[chosen], config, near_tags, "near_verbatim_")
         if extraction is not None and {"members", "non_members"} <= set(chosen_of):
             tags = {"group": "members_minus_non_members", "bin": "all"}
             members, others = chosen_of["members"], chosen_of["non_members"]
             metrics_out += probability_gaps(extraction[members], extraction[others], config, tags)
-            if near is not None:
+            if near is not None and not np.isnan(near[members + others]).any():
                 metrics_out += probability_gaps(near[members], near[others], config,
                                                 {**tags, "threshold": f"{config.near_verbatim_threshold:g}"},
                                                 "near_verbatim_")
@@ -228,6 +235,6 @@ class PaywallMemorization(Task):
         for k, sample in enumerate(samples):
             if extraction is not None:
                 sample["log10_pz"] = finite_log10(extraction[k])
-            if near is not None:
+            if near is not None and not np.isnan(near[k]):
                 sample["log10_near_verbatim"] = finite_log10(near[k])
         return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=run_info)

@@ -94,6 +94,21 @@ def test_results_table_shows_the_spread_over_seeds_and_why_a_task_was_skipped():
     assert table.splitlines()[-2:] == ["", f"skipped ner_prompt_memorization: {LONG_REASON}"]
 
 
+def test_a_count_headline_prints_as_a_whole_number():
+    """A headline that is a count (`Headline.count`: finetune_memorization's epochs to AUC 0.9) prints `2`, not
+    `2.000` (issue 61), in the closing table and the stage lines; the results file keeps `count` only when set."""
+    from tasks.finetune_memorization.task import FinetuneMemorization
+
+    [epochs] = [head for head in FinetuneMemorization.SUMMARY if head.metric == "epochs_to_auc"]
+    assert epochs.count and "count" in epochs.model_dump() and "count" not in SPREAD.model_dump()
+    entry = TaskEntry(name="finetune_memorization", version=4, status="ok", config={}, config_hash="3" * 16, seed=0,
+                      metrics=[Metric(name="epochs_to_auc", value=2.0, n=64, tags=epochs.tags)], headline=epochs,
+                      wall_time_s=1.0)
+    results = hand_results().model_copy(update={"tasks": [entry]})
+    assert row_cells(results_table(results), "finetune_memorization")[4] == "2"
+    assert headline_line(entry).endswith(" 2")
+
+
 def test_headline_line_names_the_task_and_its_value():
     entries = hand_results().tasks
     assert headline_line(entries[0]) == "mink_membership: Min-K% 20% AUC, 128 words ↓ 0.612 [0.550, 0.671]"

@@ -120,6 +120,20 @@ def test_near_verbatim_bound_is_at_least_the_verbatim_p_z(default_run):
     assert grew
 
 
+def test_near_verbatim_on_the_members_only_gives_their_bounds_and_no_gap(tiny_lm, articles, tmp_path, default_run):
+    """`--near-verbatim-groups members` (what `membench run` sets, issue 61): the members' bounds and metrics are
+    those of the run over every article, the non-members get none, and there is no near-verbatim gap."""
+    _, entry, samples = run_cli(tiny_lm, articles, tmp_path / "out", "--near-verbatim-beam", "4",
+                                "--near-verbatim-groups", "members")
+    _, every, every_samples = default_run
+    assert entry.info["near_verbatim"]["groups"] == "members" and entry.info["near_verbatim"]["articles"] == 12
+    assert {k: s["log10_near_verbatim"] for k, s in samples.items() if "log10_near_verbatim" in s} == {
+        k: s["log10_near_verbatim"] for k, s in every_samples.items() if s["label"] == 1}
+    near = {(m.name, tuple(sorted(m.tags.items())), m.value) for m in entry.metrics if m.name.startswith("near_")}
+    assert near and near == {(m.name, tuple(sorted(m.tags.items())), m.value) for m in every.metrics
+                             if m.name.startswith("near_") and m.tags["group"] == "members"}
+
+
 def test_zero_p_z_is_none_in_the_samples_and_floored_in_the_summaries(tiny_lm, articles, tmp_path):
     """Top-k 1 samples only the argmax: most non-members have p_z = 0 (log p_z = -inf). The file still
     loads (`load_results`), the samples hold None, the medians the documented floor."""

@@ -139,4 +139,5 @@ def test_the_one_epoch_checkpoint_runs_the_token_scores_only():
     beam = str(JOB_NEAR_VERBATIM_BEAM)
     assert [by_checkpoint[name].get("near_verbatim_beam") for name in sorted(by_checkpoint)] == [beam, None, beam]
     assert non_members.task_settings(30)["near_verbatim_beam"] == beam
+    assert by_checkpoint["xsum-gpt2-e30"]["near_verbatim_groups"] == "members"
     assert "near_verbatim_beam" not in japanese.task_settings(30)
