@@ -132,9 +132,9 @@ def extra_plot_names(task: str, heads: list[Headline]) -> list[str]:
 def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[str]:
     """The task's plots of its own key metrics flagged `plot` (`plot_data.extra_heads`), as markdown
     lines to append under its main plot, in one paragraph however many there are (the board stays
-    short): their images side by side on one line, then one caption line (`plot_caption`; with
-    several, "From left: " and theirs in order) and the note of each plot that leaves something out;
-    the PNGs go into `plots` (file name -> bytes)."""
+    short): their images side by side, then their caption (`plot_caption`; with several, "From left: "
+    and theirs in order) and the note of each plot that leaves something out, all on one line (as
+    markdown renders them); the PNGs go into `plots` (file name -> bytes)."""
     heads = extra_heads(task, board)
     images, captions, notes = [], [], []
     for name, head in zip(extra_plot_names(task, heads), heads):
@@ -147,7 +147,8 @@ def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[st
             notes.append(note)
     caption = captions[0] if len(captions) == 1 else "From left: " + "; ".join(captions)
     paragraph = ([" ".join(images), caption] if images else []) + notes
-    return ["", *paragraph] if paragraph else []
+    # one line: a paragraph's lines render joined by spaces anyway, and the board stays short
+    return ["", " ".join(paragraph)] if paragraph else []
 
 
 def changed_lines(items: list, task: bool = True) -> list[str]:

@@ -155,7 +155,7 @@ class PaywallMemorization(Task):
                # the attempts first: its plot runs along n (the first numeric tag), every n a point
                Headline(metric="near_verbatim_extractable", tags={"attempts": "100", "group": "members", "bin": "all",
                                                                   "level": "0.5", "threshold": "0.9"},
-                        label="near-verbatim (100, 0.5)-extractable, members", better="lower", plot=True))
+                        label="near-verbatim extractable members, (100, 0.5)", better="lower", plot=True))
     Config = PaywallConfig
 
     def load_data(self, config: PaywallConfig, context: RunContext) -> PaywallData:

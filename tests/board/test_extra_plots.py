@@ -89,9 +89,8 @@ def test_a_flagged_summary_headline_gets_a_plot_of_its_own_under_the_main_one(bo
     assert sorted(plots) == [f"{TASK}--di_p_value.png", f"{TASK}.png"]
     lines = [line for line in section(markdown, f"## {TASK}").splitlines() if line]
     main = lines.index(f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png)")
-    assert lines[main + 1:main + 3] == [
-        f"![{TASK}--di_p_value]({PLOTS_FOLDER}/{TASK}--di_p_value.png)",
-        "dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05)"]
+    assert lines[main + 1] == (f"![{TASK}--di_p_value]({PLOTS_FOLDER}/{TASK}--di_p_value.png) "
+                               "dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05)")
 
 
 def test_an_unflagged_headline_gets_no_plot_and_the_main_plot_is_unchanged(boards):
@@ -156,8 +155,8 @@ def test_plot_file_names_stay_apart_and_safe():
 
 
 def test_several_flagged_headlines_share_one_paragraph_their_images_side_by_side(tmp_path):
-    """Two plots of their own cost the board the lines of one: their images on one line, one caption line
-    naming them from the left."""
+    """Two plots of their own cost the board the line of one: their images side by side, one caption naming
+    them from the left and the note of what a plot leaves out, on one line (as markdown renders them)."""
     auc_plot = AUC.model_copy(update={"plot": True, "label": "AUC, every epoch"})
     folder = tmp_path / "two"
     folder.mkdir()
@@ -169,9 +168,9 @@ def test_several_flagged_headlines_share_one_paragraph_their_images_side_by_side
     assert sorted(plots) == sorted([f"{TASK}.png", *names])
     lines = section(markdown, f"## {TASK}").splitlines()
     main = lines.index(f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png)")
-    assert lines[main + 1:main + 6] == [
-        "", " ".join(f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})" for name in names),
-        "From left: dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05); "
-        "AUC, every epoch (lower is better)",
-        "Plot of dataset inference p-value after 1 epoch: Leaves out values ≤ 0, which a log10 axis cannot draw: "
-        "model-a (aaaaaaaa) (1 of 4).", ""]  # then the note of what a plot leaves out, and the paragraph ends
+    assert lines[main + 1:main + 4] == [
+        "", " ".join(f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})" for name in names)
+        + " From left: dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05); "
+        "AUC, every epoch (lower is better)"
+        " Plot of dataset inference p-value after 1 epoch: Leaves out values ≤ 0, which a log10 axis cannot draw: "
+        "model-a (aaaaaaaa) (1 of 4).", ""]  # then the paragraph ends
