@@ -293,14 +293,22 @@ def main() -> int:
     report = {}
     if args.baseline:
         report["before"] = measure(args.baseline.resolve(), args.baseline_python or sys.executable, args)
+        kept_so_far(report, args.output)
     report["after" if args.baseline else "this"] = measure(REPO, sys.executable, args)
     if args.baseline:
         report["ratios"] = compare(report["before"], report["after"], args.added_stage)
-    for side in report.values():
-        if isinstance(side, dict) and "pytest" in side:
-            side["pytest"].pop("per_test_s")
+    for side in ("before", "after", "this"):
+        if "pytest" in report.get(side, {}):
+            report[side]["pytest"].pop("per_test_s")
     emit(report, args.output)
     return 0
+
+
+def kept_so_far(report: dict, output: str | None) -> None:
+    """The measurements so far, beside the record (`<output>.partial.json`): an hour's work is not lost to a
+    failure later."""
+    if output:
+        Path(output).with_suffix(".partial.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
