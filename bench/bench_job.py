@@ -10,9 +10,9 @@ commit before a change, each with its own venv), on this machine, one after the 
   a sampling thread: every `--interval` seconds it reads the main thread's Python stack and adds the
   time since its last reading to
     * the evaluation on the stack (the `spec` of `harness/run/runner.py:evaluate`; `job` outside one),
-    * its stage, the outermost frame on the stack that a rule of `STAGES` names (load, data,
+    * its stage, the innermost frame on the stack that a rule of `STAGES` names (load, data,
       training, near-verbatim, dataset inference, scoring, metrics, writing, board, ...; `task`
-      for a task's own code outside those),
+      for a task's own code outside those), unless a stage that encloses its callees came first,
     * every membench function on the stack (inclusive time) and the innermost frame (self time).
   The sampler holds the GIL for microseconds every `--interval` (10 ms): its cost is below the
   noise of a 10-minute job. What it reads is the time on the job's main thread, whatever that thread
@@ -50,8 +50,10 @@ from record import add_output_flag, emit  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-# (stage, path fragment of the frame's file, function name or None for any): the first frame from the
-# stack's root that matches a rule names the stage of a sample.
+# (stage, path fragment of the frame's file, function name or None for any). Walking a stack from its root,
+# each frame a rule names sets the sample's stage, so the innermost wins (a task's evaluation between training
+# epochs is scoring), except that nothing under a stage of `ENCLOSING` changes it (dataset inference and the
+# near-verbatim search call metrics; loading calls no stage of its own). `task`: a task's own code.
 STAGES = (
     ("verify weights", "harness/reference/shipped.py", None),
     ("fetch encoder", "harness/reference/pretrained.py", None),
@@ -71,6 +73,8 @@ STAGES = (
     ("controls", "harness/reference/controls.py", None),
     ("task", "tasks/", None),
 )
+ENCLOSING = frozenset({"verify weights", "fetch encoder", "load", "data", "cache lookup", "writing", "near-verbatim",
+                       "dataset inference", "board", "controls"})
 OWN = ("harness/", "tasks/", "leaderboard/")
 
 
@@ -85,13 +89,21 @@ def own_path(filename: str) -> str | None:
 
 
 def stage_of(frames: list[tuple[str, str]]) -> str:
-    """The stage of a stack given root first as (file, function): the first rule of `STAGES` matched."""
+    """The stage of a stack given root first as (file, function): `STAGES` walked from the root, the innermost
+    frame a rule names, unless an enclosing stage (`ENCLOSING`) came first; `other` when no rule names one."""
+    stage = "other"
     for filename, function in frames:
         path = filename.replace(os.sep, "/")
-        for stage, fragment, name in STAGES:
-            if fragment in path and (name is None or name == function) and own_path(path):
-                return stage
-    return "other"
+        if not own_path(path):
+            continue
+        named = next((name for name, fragment, wanted in STAGES
+                      if fragment in path and (wanted is None or wanted == function)), None)
+        if named is None or (named == "task" and stage != "other"):
+            continue
+        stage = named
+        if stage in ENCLOSING:
+            break
+    return stage
 
 
 class Sampler(threading.Thread):

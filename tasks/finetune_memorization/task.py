@@ -296,7 +296,7 @@ class FinetuneMemorization(Task):
                         label="dataset inference p, 1 epoch", better="higher", plot=True,
                         log_scale=True, reference_line=0.05),
                Headline(metric="epochs_to_auc", tags={"score": HEADLINE_SCORE, "threshold": "0.9"},
-                        label="epochs to Min-K% AUC 0.9", better="higher", count=True),
+                        label="epochs to Min-K% AUC 0.9", better="higher"),
                # the epoch first: the plot runs along it (the first numeric tag), not along the attempts
                Headline(metric="extractable", tags={"epoch": "4", "trained_on": "members", "group": "members",
                                                     "attempts": "100", "level": "0.5"},

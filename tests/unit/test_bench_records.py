@@ -203,6 +203,21 @@ CITATIONS = [
                         r["privacy"][0]["memorization_45_subset_score"]["1"],
                         r["privacy"][1]["memorization_45_subset_score"]["1"]]
              if r["privacy"][1]["recipe"]["finetune_method"] == "lora" else []),
+    # docs/scaling.md: the default job and the tests before and after a change (bench_job.py)
+    Citation("docs/scaling.md", "bench_job",
+             "| the job's 18 evaluations | {} s | {} s | {} ({} less the near-verbatim bound issue 61 adds, {} s) |",
+             lambda r: [r["before"]["job"]["evaluations_s"], r["after"]["job"]["evaluations_s"],
+                        r["ratios"]["evaluations"], r["ratios"]["evaluations_less_added"], r["ratios"]["added_stages_s"]]
+             if len(r["after"]["job"]["evaluations"]) == 18 and r["after"]["job"]["controls_ok"] else []),
+    Citation("docs/scaling.md", "bench_job", "| pytest | {} s | {} s | {} |",
+             lambda r: [r["before"]["pytest"]["pytest_s"], r["after"]["pytest"]["pytest_s"], r["ratios"]["pytest"]]),
+    Citation("docs/scaling.md", "bench_job",
+             "the scoring primitives' batches {} s, the fine-tuning engine {} s with the evaluations between epochs "
+             "(`privacy_extraction`'s runs {} s in all), `ner_prompt_memorization` {} s, `mink_membership` {} s (its neighbour texts {} s)",
+             lambda r: [(h := r["after"]["job"]["hot_inclusive_s"])["harness/scoring/distributed.py:run_batches"],
+                        h["harness/training/finetune.py:finetune"], h["tasks/privacy_extraction/task.py:run"],
+                        h["tasks/ner_prompt_memorization/task.py:run"], h["tasks/mink_membership/task.py:run"],
+                        h["tasks/mink_membership/neighbours.py:neighbour_texts"]]),
     # docs/dataset-inference.md: dataset inference's error rates on known truth
     Citation("docs/dataset-inference.md", "bench_dataset_inference",
              "{}% of the {} p-values fell at or below 0.05 (95% interval {}% to {}%), their mean {}, and a "
