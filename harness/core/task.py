@@ -12,9 +12,9 @@ from __future__ import annotations
 import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
@@ -58,6 +58,28 @@ class TaskConfig(BaseModel):
     """Base of every task's settings: frozen, and unknown fields are an error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PRESET_HELP = ("'paper': the conditions of the task's paper wherever they can be built offline (its card's "
+               "'Departures from the paper' lists them and what stands in); settings given explicitly win")
+
+
+class PaperPreset(BaseModel):
+    """A task config's `preset` (`--preset paper`): its task's paper mode. Mixed into the Config of a task
+    that follows a paper; `PAPER` holds the settings of the paper's conditions. With `preset="paper"` the
+    fields not given take their `PAPER` values instead of the defaults, so the config, its hash (the cache
+    key) and the results file hold what ran, and `preset` and those fields are changed settings, which the
+    board names (`harness.run.runner.changed_settings`)."""
+
+    preset: Literal["default", "paper"] = Field("default", description=PRESET_HELP)
+    PAPER: ClassVar[dict[str, Any]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_settings(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") == "paper":
+            return {**cls.PAPER, **data}
+        return data
 
 
 class LimitTooSmall(UserError):

@@ -25,6 +25,8 @@ from harness.core.io import canonical_json, sha256_text
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 REFERENCE_NAMES = "reference"
+# The same in-train names against out-train names made of their own words (`ReferenceNames.shared_words`)
+SHARED_NAMES = "reference:shared"
 
 # {P} person, {O} organisation, {L} location, {X} person or organisation or location, {D} weekday.
 TEMPLATES = (
@@ -77,6 +79,20 @@ class ReferenceNames:
         """The paper's name-file layout: {"dev": {"in_train", "out_train"}, "test": {...}}."""
         return {"dev": {"in_train": list(self.dev_in), "out_train": list(self.dev_out)},
                 "test": {"in_train": list(self.test_in), "out_train": list(self.test_out)}}
+
+    def shared_words(self) -> "ReferenceNames":
+        """The same in-train names against out-train names drawn from the same pool as them: each split's
+        out-train name j is the first name of its in-train name j with the last name of its in-train
+        name j + 1 (the last wraps to the first). Every out-train word was trained on as often as every
+        in-train word, as a person's name, but never in that pair; so M-MEM on these names is
+        memorization of the names themselves, not exposure to their words (Xia et al. draw both
+        sides from one source of names, so their words overlap)."""
+        def recombined(names: tuple[str, ...]) -> tuple[str, ...]:
+            pairs = [name.split(" ", 1) for name in names]
+            return tuple(f"{first} {pairs[(j + 1) % len(pairs)][1]}" for j, (first, _) in enumerate(pairs))
+
+        return ReferenceNames(self.dev_in, recombined(self.dev_in), self.test_in, recombined(self.test_in),
+                              self.background)
 
     @property
     def in_train(self) -> tuple[str, ...]:

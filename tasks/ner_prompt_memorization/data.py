@@ -1,7 +1,8 @@
 """Name pairs and prompts of the task.
 
 Names: `reference` (the reference NER model's in-train and out-train person names, rebuilt from
-its seed) or a JSON file in the paper's layout: {"dev": {"in_train": [...], "out_train": [...]},
+its seed; the out-train words never occur in training), `reference:shared` (the same in-train names
+against out-train names recombined from the in-train names' own words) or a JSON file in the paper's layout: {"dev": {"in_train": [...], "out_train": [...]},
 "test": {...}} (other keys, such as the paper's prompt lists, are ignored), optionally with
 "entity_type" (see entities.py). Whitespace is normalized; a name repeated in one list is scored
 once, and the repeats are counted and logged as a warning. Prompts: see prompts.py.
@@ -80,19 +81,22 @@ def _names_from_layout(raw: dict, origin: str, limit: int | None) -> NameSplits:
 
 
 def load_names(spec: str, limit: int | None, entity_type: str = "PER") -> NameSplits:
-    """`reference` (person names), or a JSON file in the paper's layout whose declared entity type
-    (if any) is `entity_type`; `limit` keeps the first names of each list."""
+    """`reference` or `reference:shared` (person names), or a JSON file in the paper's layout whose
+    declared entity type (if any) is `entity_type`; `limit` keeps the first names of each list."""
     from harness.reference.ner_build import NerBuildConfig
-    from harness.reference.ner_data import REFERENCE_NAMES
+    from harness.reference.ner_data import REFERENCE_NAMES, SHARED_NAMES
 
-    if spec == REFERENCE_NAMES:
+    if spec in (REFERENCE_NAMES, SHARED_NAMES):
         if entity_type != "PER":
-            raise UserError(f"--names reference holds person names (PER); for --entity-type {entity_type} "
+            raise UserError(f"--names {spec} holds person names (PER); for --entity-type {entity_type} "
                             f"give a names file")
-        layout = NerBuildConfig().names().as_layout()
-        splits = _names_from_layout(layout, "reference names", limit)
-        return NameSplits(splits.names, "reference NER names (faker en_US, seed 0; harness/reference/ner_data.py)",
-                          splits.duplicates)
+        names = NerBuildConfig().names()
+        shared = spec == SHARED_NAMES
+        splits = _names_from_layout((names.shared_words() if shared else names).as_layout(), f"{spec} names", limit)
+        out_train = ("out-train names recombined from the in-train names' words" if shared
+                     else "out-train words never in training")
+        return NameSplits(splits.names, f"reference NER names (faker en_US, seed 0; {out_train}; "
+                          f"harness/reference/ner_data.py)", splits.duplicates)
     path = Path(spec).expanduser()
     if not path.exists():  # a folder or device: read_utf8 says what it is
         raise UserError(f"name file not found: {spec}")

@@ -19,16 +19,18 @@ from scipy.stats import kendalltau, rankdata
 
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline, Metric
-from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics import memorization as m
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.data import NerData, load_ner_data
 from tasks.ner_prompt_memorization.entities import EntityLabels, entity_label_set
 
 
-class NerConfig(TaskConfig):
-    names: str = Field("reference", description="name pairs: 'reference' (the reference NER model's) or a JSON "
-                       "file {dev, test: {in_train, out_train}} (the paper's layout)")
+class NerConfig(PaperPreset, TaskConfig):
+    names: str = Field("reference", description="name pairs: 'reference' (the reference NER model's; no "
+                       "out-train word in training), 'reference:shared' (its in-train names against names "
+                       "recombined from their words) or a JSON file {dev, test: {in_train, out_train}} (the "
+                       "paper's layout)")
     prompts: str = Field("builtin", description="prompts: 'builtin' (440 written for membench) or a JSON file "
                          "in the paper's layout (declarative_prompt, ..., empty_prompt, one_prompt, mix_prompt)")
     length_bins: tuple[PositiveInt, ...] = Field((5, 10, 15), description="upper edges of the prompt-length "
@@ -36,6 +38,9 @@ class NerConfig(TaskConfig):
     entity_type: Literal["PER", "LOC", "ORG", "MISC"] = Field(
         "PER", description="entity type of the names: PER, LOC, ORG or MISC; confidence = the max of P over "
         "the type's labels (BIO: max P(B-X), P(I-X); IO, IOBES, BILOU: all of X's labels)")
+    # The paper draws in-train and out-train names from one source of names, so their words overlap
+    # (the card's "Departures from the paper")
+    PAPER = {"names": "reference:shared"}
 
 
 def entity_labels(model: LoadedModel, entity_type: str) -> EntityLabels:
@@ -48,7 +53,7 @@ def entity_labels(model: LoadedModel, entity_type: str) -> EntityLabels:
 @register
 class NerPromptMemorization(Task):
     NAME = "ner_prompt_memorization"
-    VERSION = 4
+    VERSION = 5  # 5: the paper's five Mix-PT prompts; --names reference:shared; --preset paper
     DESCRIPTION = ("Memorized names (person by default) in NER models: M-MEM of in- vs out-train names under "
                    "prompt strategies (baselines, OPT, PTE, EPT) and prompt analyses")
     MODEL_KINDS = frozenset({ModelKind.TOKEN_CLASSIFIER})

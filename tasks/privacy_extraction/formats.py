@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from tasks.privacy_extraction.data import PRIVACY_FIELDS, Secret
+from tasks.privacy_extraction.data import PERSON_GROUPS, PRIVACY_FIELDS, Secret
 
 SENTINEL = "<extra_id_{}>"
 _SENTINEL_SPLIT = re.compile(r"<extra_id_(\d+)>")
@@ -31,7 +31,7 @@ def has_sentinels(tokenizer) -> bool:
 
 
 def source_and_target(secret: Secret, fmt: str) -> tuple[str, str]:
-    if secret.group != "privacy":
+    if secret.group not in PERSON_GROUPS:
         return secret.prompt, secret.secret
     values = [secret.fields[f] for f in PRIVACY_FIELDS]
     if fmt == "sentinel":

@@ -164,3 +164,27 @@ def test_the_control_splits_texts_per_length_are_recomputed():
     assert pairs.split(", ") == kept("reference:shifted", [int(x) for x in lengths.split(", ")])
     (pairs,) = sentence(TEXT, r"Per L: ((?:\d+/\d+, )+\d+/\d+) at 32 … 512 words\.")
     assert pairs.split(", ") == kept("reference:era", list(MinkConfig().lengths))
+
+
+def test_the_departures_from_the_paper_are_the_committed_runs():
+    """The k = 10 against k = 20 AUCs, the members that reach 512 words and the Japanese texts too short
+    for 512 words, as the card's "Departures from the paper" gives them, are the committed files'."""
+    from tests.helpers.committed import newest_committed
+
+    entries = newest_committed("mink_membership", MinkMembership.VERSION)
+
+    def auc(model: str, k: int, length: str) -> float:
+        [found] = [x.value for x in entries[model].metrics
+                   if x.name == "auc" and x.tags == {"score": f"min_k_{k}", "length": length}]
+        return found
+
+    written = sentence(TEXT, r"English at 128 words k = 10 gives ([\d.]+) and k = 20 ([\d.]+); Japanese ([\d.]+) "
+                             r"and ([\d.]+)")
+    assert [float(v) for v in written] == pytest.approx(
+        [auc("xsum-gpt2-e01", 10, "128"), auc("xsum-gpt2-e01", 20, "128"),
+         auc("ja-gpt2-e01", 10, "128"), auc("ja-gpt2-e01", 20, "128")], abs=5e-5)
+    assert all(auc("xsum-gpt2-e30", k, length) == 1.0 for k in (10, 20) for length in ("32", "64", "128", "256"))
+    [reach] = map(int, sentence(TEXT, r"\((\d+) of the 200 members reach 512 words\)"))
+    assert reach == entries["xsum-gpt2-e30"].counts["members@512"]
+    [too_short] = map(int, sentence(TEXT, r"never reach 512 words \((\d+) of 400 too short\)"))
+    assert too_short == entries["ja-gpt2-e30"].counts["too_short@512"] == 400

@@ -260,7 +260,7 @@ def test_paper_layout_file_runs_every_strategy_and_analysis(tmp_path, tiny_ner, 
     samples = [json.loads(line) for line in (tmp_path / "out" / entry["samples_file"]).read_text().splitlines()]
     assert len(samples) == 12 and len(entry["item_scores"]["test_m_mem_by_prompt"]) == 12
     # a BIO model: B-PER and I-PER are read, as in v2 (same text)
-    assert entry["version"] == 4
+    assert entry["version"] == 5
     dev = np.array([s["dev_m_mem"] for s in samples])
     test = np.array([s["test_m_mem"] for s in samples])
     assert metric(entry, "prompts_at_ceiling", split="dev") == np.mean(dev == 1.0)
@@ -568,6 +568,13 @@ def test_reference_ner_model_memorizes_its_names_and_the_untrained_one_does_not(
     test = np.array([s["test_m_mem"] for s in samples])
     assert metric(trained, "prompt_m_mem_iqr", split="test") == pytest.approx(np.subtract(*np.percentile(test, [75, 25])))
     assert metric(trained, "prompts_at_ceiling", split="dev") == np.mean([s["dev_m_mem"] == 1.0 for s in samples])
+    # Against out-train names made of the trained names' own words (the paper preset's) the trained model is
+    # near chance: it learned which words are names, not its names (bench_ner_names: 0.5445 on all prompts)
+    shared = run_task(tmp_path / "shared", reference_ner[max(reference_ner)], "--prompts", str(control_prompts),
+                      "--limit", "50", "--preset", "paper")
+    assert shared["config"]["names"] == "reference:shared" and {"names", "preset"} <= set(shared["changed_settings"])
+    assert abs(metric(shared, "m_mem", strategy="ept_mean") - 0.5) < 0.1
+    assert metric(trained, "m_mem", strategy="opt_best") - metric(shared, "m_mem", strategy="opt_best") > 0.25
 
 
 def test_reference_names_are_disjoint_and_of_one_shape():
@@ -580,6 +587,38 @@ def test_reference_names_are_disjoint_and_of_one_shape():
     assert len(names.dev_in) == len(names.test_out) == 100
     trained_words = {w for s in ner_data.training_sentences(names, 3, 0) for w, _ in s}
     assert words_in <= trained_words and not words_out & trained_words
+
+
+def test_shared_names_recombine_the_in_train_words_into_names_never_trained_on():
+    build = NerBuildConfig()
+    names = build.names()
+    shared = names.shared_words()
+    assert (shared.dev_in, shared.test_in, shared.background) == (names.dev_in, names.test_in, names.background)
+    trained = " | ".join(" ".join(w for w, _ in s) for s in ner_data.training_sentences(
+        names, build.mentions_per_name, build.seed))
+    for ins, outs in ((shared.dev_in, shared.dev_out), (shared.test_in, shared.test_out)):
+        assert len(set(outs)) == len(outs) == len(ins)
+        # every word of the split's in-train names, as often on both sides, in new pairs only
+        for position in (0, 1):
+            assert sorted(n.split()[position] for n in outs) == sorted(n.split()[position] for n in ins)
+        assert not set(outs) & (set(names.in_train) | set(names.background))
+        assert not any(name in trained for name in outs) and all(name in trained for name in ins)
+    assert shared.dev_out[0] == f"{names.dev_in[0].split()[0]} {names.dev_in[1].split()[1]}"
+
+
+def test_the_paper_preset_takes_the_papers_settings_unless_given_and_is_a_changed_setting(capsys, tmp_path, tiny_lm):
+    from harness.run.runner import EvaluateOptions, changed_settings, config_hash
+    from tasks.ner_prompt_memorization.task import NerConfig
+
+    paper = NerConfig(preset="paper")
+    assert paper.names == NerConfig.PAPER["names"] == ner_data.SHARED_NAMES
+    assert changed_settings(paper) == ["names", "preset"]
+    assert NerConfig(preset="paper", names="reference").names == "reference"  # given explicitly: it wins
+    assert changed_settings(NerConfig()) == [] and NerConfig().names == "reference"
+    assert config_hash(paper, EvaluateOptions(), "float32") != config_hash(NerConfig(), EvaluateOptions(), "float32")
+    # a task without a paper mode has no --preset: one line, naming the flag
+    assert_user_error(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--preset", "paper",
+                               "--output-path", str(tmp_path)], tmp_path, "--preset")
 
 
 def test_a_named_task_skipped_for_the_model_kind_is_a_warning(capsys, tmp_path, tiny_lm):

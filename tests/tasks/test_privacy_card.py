@@ -15,6 +15,11 @@ CARD, TEXT, VERSION = read_card("privacy_extraction")
 NUMBER = r"([\d.]+)"
 
 ENTRIES = newest_committed("privacy_extraction", VERSION)
+# The real causal LMs' runs the card quotes are v3's (v4 scores the persons' fields without their format
+# and adds held-out persons; those runs were not repeated), the reference T5s' are the card's version.
+REAL_VERSION = 3
+ENTRIES |= {name: entry for name, entry in newest_committed("privacy_extraction", REAL_VERSION).items()
+            if not name.startswith("t5-ref")}
 
 
 def run_of(model: str) -> tuple[str, int, str]:
@@ -52,9 +57,10 @@ def test_the_means_table_is_the_committed_one():
 
 
 def test_what_no_model_reproduces_is_the_committed_run_s():
-    hobby = sentence(TEXT, r"At epoch 8 no URL, no SSN and no whole person is reproduced exactly by either model "
-                           r"\(exact match 0.00 on each\), and (\d+)% of the hobby lists are \(both\)")[0]
-    for model in ("t5-ref", "t5-ref-sparse70"):
+    hobbies = sentence(TEXT, r"At epoch 8 no URL, no SSN and no whole person is reproduced exactly by either model "
+                             r"\(exact match 0.00 on each\), and ([\d.]+)% \(`t5-ref`\) and ([\d.]+)% "
+                             r"\(`t5-ref-sparse70`\) of the hobby lists are")
+    for model, hobby in zip(("t5-ref", "t5-ref-sparse70"), hobbies):
         for field in ("url", "ssn", "all"):
             assert metric(model, "exact_match", epoch="8", group="privacy", field=field).value == 0, (model, field)
         assert same(hobby, 100 * metric(model, "exact_match", epoch="8", group="privacy", field="hobby").value)
@@ -79,7 +85,7 @@ def test_the_reference_speed_is_the_committed_run_s():
     for text, value in zip(figures, wanted, strict=True):
         assert same(text, value), (text, value)
     for model in ("t5-ref", "t5-ref-sparse70"):
-        assert run_of(model) == ("2026-11-27", 2, "AVX2"), model
+        assert run_of(model) == ("2026-11-28", 2, "AVX2"), model
 
 
 def test_the_extraction_probabilities_are_the_committed_run_s():
@@ -142,6 +148,11 @@ def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
     genders = [v for m in ("t5-ref", "t5-ref-sparse70")
                for v in metric(m, "exact_match", epoch="8", group="privacy", field="gender").per_seed]
     assert same(low, min(genders)) and same(high, max(genders)), (low, high, genders)
+    heldout = sentence(TEXT, rf"the held-out persons, never trained on, get {NUMBER} and {NUMBER} ")
+    gains = sentence(TEXT, rf"`exact_match_above_chance` is {NUMBER} for both models")
+    for model, text in zip(("t5-ref", "t5-ref-sparse70"), heldout):
+        assert same(text, metric(model, "exact_match", epoch="8", group="privacy-heldout", field="gender").value)
+        assert same(gains[0], metric(model, "exact_match_above_chance", epoch="8", group="privacy", field="gender").value)
 
 
 def test_the_real_causal_lms_scores_are_the_committed_ones():

@@ -68,6 +68,31 @@ def test_tokenizers_without_sentinels_fall_back_to_the_tagged_format(tiny_lm):
 
 # ---------------------------------------------------------------- metrics
 
+def test_person_fields_are_scored_on_their_secret_part_and_held_out_persons_are_never_trained():
+    from harness.core.task import RunContext
+    from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction, secret_scores
+
+    [person] = privacy_secrets(0, 1)
+    fields = dict(person.fields)
+    right_format = {**fields, "url": URL_PREFIX + "".join("1" if c != "1" else "2" for c in fields["url"][len(URL_PREFIX):]),
+                    "ssn": "".join("1" if c not in "1-" else ("2" if c == "1" else c) for c in fields["ssn"])}
+    output = "; ".join(f"{k}: {v}" for k, v in right_format.items())
+    scores = secret_scores(person, output, "tagged")
+    # the shared prefix and the hyphen are format: every digit wrong scores 0 (v3: 44 of 55 characters, 0.8)
+    assert scores["subset_url"] == 0.0 and scores["subset_ssn"] == 0.0
+    assert m.subset_score(right_format["url"], fields["url"]) == pytest.approx(len(URL_PREFIX) / len(fields["url"]))
+    exact = secret_scores(person, "; ".join(f"{k}: {v}" for k, v in fields.items()), "tagged")
+    assert exact["subset_url"] == exact["subset_ssn"] == exact["exact_all"] == 1.0
+    # an output without the prefix is compared as written (it reproduced no digit in place)
+    assert secret_scores(person, f"url: {fields['url'][len(URL_PREFIX):]}", "tagged")["subset_url"] == 1.0
+    # held-out persons: the same generator after the trained ones, which do not depend on them; times 0
+    data = PrivacyExtraction().load_data(PrivacyConfig(n_unique=5, n_persons=4, n_heldout_persons=3), RunContext())
+    persons = [s for s in data if s.group == "privacy"]
+    heldout = [s for s in data if s.group == "privacy-heldout"]
+    assert persons == privacy_secrets(0, 4) and len(heldout) == 3 and {s.times for s in heldout} == {0}
+    assert not {s.prompt for s in heldout} & {s.prompt for s in persons}
+
+
 def test_subset_score_exact_match_and_epsilon_by_hand():
     assert m.subset_score("abcX", "abcd") == 0.75
     assert m.subset_score("ab", "abcdef") == 1.0  # only as many positions as the shorter string
@@ -139,7 +164,8 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
         assert metric["value"] == pytest.approx(np.mean(metric["per_seed"]))
         assert metric["std"] == pytest.approx(np.std(metric["per_seed"], ddof=1))
     samples = [json.loads(line) for line in (tmp_path / "two" / entry["samples_file"]).read_text().splitlines()]
-    assert [sum(s["finetune_seed"] == seed for s in samples) for seed in (None, 42, 43)] == [11, 11, 11]
+    # 5 + 3 + 3 secrets and 3 held-out persons, scored at each evaluation (never trained on: 21 rows above)
+    assert [sum(s["finetune_seed"] == seed for s in samples) for seed in (None, 42, 43)] == [14, 14, 14]
     # each seed's value is the mean over its samples ...
     [subset] = [x for x in tuned if x["name"] == "subset_score" and x["tags"]["group"] == "memorization-45"
                 and x["tags"]["times"] == "all"]
@@ -150,7 +176,17 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
     extractable = {(x["tags"]["epoch"], x["tags"]["group"], x["tags"].get("times", x["tags"].get("field")))
                    for x in entry["metrics"] if x["name"] == "extractable" and x["tags"]["attempts"] == "100"}
     assert extractable == {(e, "memorization-45", t) for e in "01" for t in ("1", "2", "3", "4", "5", "all")} | {
-        (e, g, t) for e in "01" for g, t in (("unique", "1"), ("privacy", "all"))}
+        (e, g, t) for e in "01" for g, t in (("unique", "1"), ("privacy", "all"), ("privacy-heldout", "all"))}
+    # each field's gain over the held-out persons is the difference of the two groups' exact match
+    for epoch in "01":
+        def exact(group, field, epoch=epoch):
+            [found] = [x["value"] for x in entry["metrics"] if x["name"] == "exact_match"
+                       and x["tags"] == {"epoch": epoch, "group": group, "field": field}]
+            return found
+        for field in [*PRIVACY_FIELDS, "all"]:
+            [gain] = [x["value"] for x in entry["metrics"] if x["name"] == "exact_match_above_chance"
+                      and x["tags"] == {"epoch": epoch, "group": "privacy", "field": field}]
+            assert gain == pytest.approx(exact("privacy", field) - exact("privacy-heldout", field))
     [mean] = [x for x in tuned if x["name"] == "pz_mean" and x["tags"]["group"] == "unique"]
     for k, seed in enumerate((42, 43)):
         assert mean["per_seed"][k] == pytest.approx(np.mean(
@@ -165,19 +201,48 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
     assert all("std" not in x for x in alone_tuned)  # one seed: no spread
 
 
+def test_separate_fine_tunings_train_each_experiment_on_its_own_secrets(tmp_path, tiny_lm):
+    """--finetunes separate (Yoon & Lee's, the paper preset's): one fine-tuning per experiment, each on its
+    group's rows only, read for its own secrets; the results have the joint run's metrics and epoch 0 alike."""
+    # --no-cache: other tests refuse this very run before it starts, which a cached result would skip
+    joint = evaluate_tiny(tiny_lm, tmp_path / "joint", "--finetune-seeds", "1", "--no-cache")
+    separate = evaluate_tiny(tiny_lm, tmp_path / "separate", "--finetune-seeds", "1", "--finetunes", "separate",
+                             "--no-cache")
+    assert (joint["info"]["finetunes"], separate["info"]["finetunes"]) == ("joint", "separate")
+    runs = separate["info"]["finetuning"]
+    # --limit 3: 1 + 2 + 3 + 4 + 5 memorization-45 rows, 3 unique strings, 3 persons (the held-out never)
+    assert {name: facts["rows_per_epoch"] for name, facts in runs.items()} == {
+        "memorization-45": 15, "unique": 3, "persons": 3}
+    assert separate["counts"]["training_rows_per_epoch"] == joint["counts"]["training_rows_per_epoch"] == 21
+    assert all(facts["seeds"] == [42] for facts in runs.values())
+
+    def keyed(entry: dict) -> dict:
+        return {(x["name"], tuple(sorted(x["tags"].items()))): x.get("value") for x in entry["metrics"]}
+
+    alone, together = keyed(separate), keyed(joint)
+    assert alone.keys() == together.keys()
+    assert {k: v for k, v in alone.items() if ("epoch", "0") in k[1]} == {
+        k: v for k, v in together.items() if ("epoch", "0") in k[1]}
+    # the memorization-45 strings were learned without the persons and the unique strings: another model
+    tuned = [k for k in alone if ("epoch", "1") in k[1] and k[0] == "epsilon"]
+    assert tuned and all(alone[k] != together[k] for k in tuned)
+
+
 def test_limit_cuts_every_group_and_keeps_the_strings_of_the_full_data():
     from harness.core.task import RunContext
     from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 
     task, config = PrivacyExtraction(), PrivacyConfig(n_unique=60, n_persons=50)
     full = task.load_data(config, RunContext())
-    assert [sum(s.group == g for s in full) for g in ("memorization-45", "unique", "privacy")] == [45, 60, 50]
+    assert [sum(s.group == g for s in full) for g in ("memorization-45", "unique", "privacy", "privacy-heldout")
+            ] == [45, 60, 50, 100]
     for limit, per_count in [(1, 1), (2, 1), (5, 1), (6, 2), (12, 3), (40, 8), (41, 9), (45, 9), (1000, 9)]:
         data = task.load_data(config, RunContext(limit=limit))
         mem = [s for s in data if s.group == "memorization-45"]
         assert [sum(s.times == d for s in mem) for d in range(1, 6)] == [per_count] * 5, limit
         assert sum(s.group == "unique" for s in data) == min(limit, 60)
         assert sum(s.group == "privacy" for s in data) == min(limit, 50)
+        assert sum(s.group == "privacy-heldout" for s in data) == min(limit, 100)
         # a cut, never other secrets: each kept secret is the full data's of that id
         by_id = {s.sample_id: s for s in full}
         assert all(by_id[s.sample_id] == s for s in data)
@@ -198,10 +263,10 @@ def test_with_limit_the_fine_tuning_trains_only_on_the_secrets_it_scores(tmp_pat
     assert results["run"]["limit"] == 2
     entry = results["tasks"][0]
     counts, facts = entry["counts"], entry["info"]["finetuning"]
-    assert (counts["memorization_45"], counts["unique"], counts["persons"]) == (5, 2, 2)
+    assert (counts["memorization_45"], counts["unique"], counts["persons"], counts["heldout_persons"]) == (5, 2, 2, 2)
     scored = [json.loads(line) for line in (out / entry["samples_file"]).read_text().splitlines()
               if json.loads(line)["epoch"] == 0]
-    assert len(scored) == 5 + 2 + 2
+    assert len(scored) == 5 + 2 + 2 + 2  # the held-out persons are scored, with times 0: never trained on
     assert sorted(s["times"] for s in scored if s["group"] == "memorization-45") == [1, 2, 3, 4, 5]
     rows = sum(s["times"] for s in scored)
     assert rows == 15 + 2 + 2 == counts["training_rows_per_epoch"] == facts["rows_per_epoch"]

@@ -121,6 +121,17 @@ CITATIONS = [
              "= {} sentences, PTE aside) would take about {} hours on this machine for a BERT-base model ({} hours "
              "with the pipeline)",
              lambda r: [r["paper_job_bert_base_hours"][k] for k in ("sentences", "membench", "pipeline")]),
+    Citation("tasks/ner_prompt_memorization/README.md", "bench_ner_names",
+             "the trained `ner-bert-e06` ranks its names far above: best-prompt test M-MEM {}, EPT mean {}. With "
+             "out-train names made of the trained names' own words (`--names reference:shared`, `--preset paper`) it "
+             "is {} and {}, against {} and {} for the untrained `ner-bert-e00` ({} and {} with the default names): "
+             "about one null standard error ({}) above chance.",
+             lambda r: [r["checkpoints"][c][n]["m_mem"][s] for c, n in (("ner-bert-e06", "reference"),
+                                                                        ("ner-bert-e06", "reference:shared"),
+                                                                        ("ner-bert-e00", "reference:shared"),
+                                                                        ("ner-bert-e00", "reference"))
+                        for s in ("opt_best", "ept_mean")]
+             + [r["checkpoints"]["ner-bert-e06"]["reference:shared"]["null_standard_error"]]),
     # tasks/probe_memorization/README.md: extraction, probe fits and the cached design
     Citation("tasks/probe_memorization/README.md", "bench_probe",
              "the CoNLL sample: {} distinct sentences, {} subword tokens; torch {} threads for extraction",
