@@ -201,13 +201,13 @@ def test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds(tmp_path, 
     assert all("std" not in x for x in alone_tuned)  # one seed: no spread
 
 
-def test_separate_fine_tunings_train_each_experiment_on_its_own_secrets(tmp_path, tiny_lm):
+def test_separate_fine_tunings_train_each_experiment_on_its_own_secrets(tmp_path, tiny_lm, monkeypatch):
     """--finetunes separate (Yoon & Lee's, the paper preset's): one fine-tuning per experiment, each on its
     group's rows only, read for its own secrets; the results have the joint run's metrics and epoch 0 alike."""
-    # --no-cache: other tests refuse this very run before it starts, which a cached result would skip
-    joint = evaluate_tiny(tiny_lm, tmp_path / "joint", "--finetune-seeds", "1", "--no-cache")
-    separate = evaluate_tiny(tiny_lm, tmp_path / "separate", "--finetune-seeds", "1", "--finetunes", "separate",
-                             "--no-cache")
+    # a cache of its own: other tests refuse this very run before it starts, which a cached result would skip
+    monkeypatch.setenv("MEMBENCH_CACHE", str(tmp_path / "cache"))
+    joint = evaluate_tiny(tiny_lm, tmp_path / "joint", "--finetune-seeds", "1")
+    separate = evaluate_tiny(tiny_lm, tmp_path / "separate", "--finetune-seeds", "1", "--finetunes", "separate")
     assert (joint["info"]["finetunes"], separate["info"]["finetunes"]) == ("joint", "separate")
     runs = separate["info"]["finetuning"]
     # --limit 3: 1 + 2 + 3 + 4 + 5 memorization-45 rows, 3 unique strings, 3 persons (the held-out never)

@@ -57,6 +57,30 @@ def stereoset_row(label: str, row: str, same_to: bool) -> Citation:
                     f"| {row} | {{}} | {{}} | {{}} of {{}} | {{}} / {{}} / {{}} | {membench} |", values)
 
 
+def duplication_row(size: str, label: str, epoch: str) -> Citation:
+    """A row of the paywall card's duplication table (bench_duplication): Min-K% AUCs at 128 words, and
+    the members' and non-members' eidetic and approximate means."""
+    def values(r: dict) -> list[float]:
+        found = r["sizes"][size]["checkpoints"][epoch]
+        groups = [found["paywall"][g][k] for g in ("members", "non_members") for k in ("eidetic_mean", "approximate_mean")]
+        return [found["min_k_10_auc"]["128"], found["min_k_20_auc"]["128"], *groups]
+
+    return Citation("tasks/paywall_memorization/README.md", "bench_duplication",
+                    f"| {label} | {epoch} | {{}} | {{}} | {{}} / {{}} | {{}} / {{}} |", values)
+
+
+def duplication_trends(r: dict) -> list[float]:
+    """The paywall card's reading of bench_duplication: size (eidetic at 30 and 60 epochs, Min-K% at 5),
+    prompt length (the members' approximate mean per public-words bin) and Min-K% by prefix length."""
+    small, large = (r["sizes"][size]["checkpoints"] for size in ("1x64", "2x128"))
+    bins = large["30"]["members_approximate_by_public_words"]
+    return [large["30"]["paywall"]["members"]["eidetic_mean"], small["30"]["paywall"]["members"]["eidetic_mean"],
+            large["60"]["paywall"]["members"]["eidetic_mean"], small["60"]["paywall"]["members"]["eidetic_mean"],
+            small["5"]["min_k_10_auc"]["128"], large["5"]["min_k_10_auc"]["128"],
+            *(bins[words] for words in ("21-69", "69-121", "122-169", "171-200", "200-200")),
+            *(large["5"]["min_k_10_auc"][length] for length in ("32", "128", "512"))]
+
+
 CITATIONS = [
     # docs/scaling.md: data parallel on CPU
     Citation("docs/scaling.md", "bench_parallel",
@@ -132,6 +156,18 @@ CITATIONS = [
                                                                         ("ner-bert-e00", "reference"))
                         for s in ("opt_best", "ept_mean")]
              + [r["checkpoints"]["ner-bert-e06"]["reference:shared"]["null_standard_error"]]),
+    # tasks/paywall_memorization/README.md: the seed's comparisons on bench-built checkpoints
+    *(duplication_row(size, label, epoch) for size, label in (("1x64", "1 × 64"), ("2x128", "2 × 128"))
+      for epoch in ("0", "1", "5", "15", "30", "60")),
+    Citation("tasks/paywall_memorization/README.md", "bench_duplication",
+             "The larger model reproduces far more (eidetic {} against {} at 30 epochs, {} against {} at 60); "
+             "Min-K% saturates at 15 epochs for both, and at 5 epochs the smaller model's AUC is the higher ({} "
+             "against {}). - **Prompt length**: does not agree here. The members' approximate mean falls with the "
+             "public part's length (2 × 128, 30 epochs: {} for 21-69 words, {} for 69-121, {} for 122-169, {} for "
+             "171-200, {} at 200): the public part is min(200, n/2) words, so a short prompt is a short article, "
+             "whose continuation the recipe's first 250 words cover whole. Min-K% by prefix length (2 × 128, 5 "
+             "epochs) rises from {} at 32 words to {} at 128 and falls to {} at 512 words",
+             duplication_trends),
     # tasks/probe_memorization/README.md: extraction, probe fits and the cached design
     Citation("tasks/probe_memorization/README.md", "bench_probe",
              "the CoNLL sample: {} distinct sentences, {} subword tokens; torch {} threads for extraction",
