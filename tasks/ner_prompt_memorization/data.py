@@ -2,8 +2,9 @@
 
 Names: `reference` (the reference NER model's in-train and out-train person names, rebuilt from
 its seed; the out-train words never occur in training), `reference:shared` (the same in-train names
-against out-train names recombined from the in-train names' own words) or a JSON file in the paper's layout: {"dev": {"in_train": [...], "out_train": [...]},
-"test": {...}} (other keys, such as the paper's prompt lists, are ignored), optionally with
+against out-train names recombined from the in-train names' own words) or a JSON file in the
+paper's layout: {"dev": {"in_train": [...], "out_train": [...]}, "test": {...}} (other keys, such
+as the paper's prompt lists, are ignored), optionally with
 "entity_type" (see entities.py). Whitespace is normalized; a name repeated in one list is scored
 once, and the repeats are counted and logged as a warning. Prompts: see prompts.py.
 """

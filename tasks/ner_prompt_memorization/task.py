@@ -21,6 +21,7 @@ from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline, Metric
 from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics import memorization as m
+from harness.reference.ner_data import SHARED_NAMES
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.data import NerData, load_ner_data
 from tasks.ner_prompt_memorization.entities import EntityLabels, entity_label_set
@@ -40,7 +41,7 @@ class NerConfig(PaperPreset, TaskConfig):
         "the type's labels (BIO: max P(B-X), P(I-X); IO, IOBES, BILOU: all of X's labels)")
     # The paper draws in-train and out-train names from one source of names, so their words overlap
     # (the card's "Departures from the paper")
-    PAPER = {"names": "reference:shared"}
+    PAPER = {"names": SHARED_NAMES}
 
 
 def entity_labels(model: LoadedModel, entity_type: str) -> EntityLabels:
