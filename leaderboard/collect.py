@@ -23,7 +23,7 @@ class BoardEntry:
     model_kind: str
     entry: TaskEntry
     runs: int
-    sparsity: float | None = None  # share of zero linear weights of a pruned model (`membench prune`)
+    sparsity: float | None = None  # share of zero parameters of a pruned model (`membench prune`)
     limit: int | None = None  # the run's `--limit` (`run.limit`): None for a full run
     file: str = ""  # the name of the results file the entry comes from
     # A reference control, not a contestant (`is_control`): the board shows it apart from the real models.
@@ -63,10 +63,10 @@ def read_submissions(folder: Path) -> list[tuple[Path, ResultsFile]]:
 
 
 def sparsity(results: ResultsFile) -> float | None:
-    """The share of zero linear weights `membench prune` recorded (`model.details.pruning`); None
+    """The share of zero parameters `membench prune` recorded (`model.details.pruning`); None
     for a model it did not prune, and for anything but a number from 0 to 1 (details are free-form)."""
     pruning = results.model.details.get("pruning")
-    value = pruning.get("linear_weight_sparsity") if isinstance(pruning, dict) else None
+    value = pruning.get("parameter_sparsity") if isinstance(pruning, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         return None
     return float(value)

@@ -219,7 +219,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     spec = ModelSpec(model=args.model, revision=args.revision,
                      kind=ModelKind(args.model_kind) if args.model_kind else None,
                      trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle)
-    record = prune_checkpoint(spec, args.sparsity, args.output)
+    record = prune_checkpoint(spec, args.sparsity, args.output, args.scope)
     print(json.dumps(record, indent=1), file=sys.stderr)
     print(args.output)
     return 0

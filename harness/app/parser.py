@@ -272,11 +272,14 @@ def add_prune(commands) -> None:
     from harness.core.model_types import ModelKind
 
     pr = commands.add_parser("prune", help="save a sparse variant of a checkpoint: global L1 unstructured pruning "
-                                           "of all linear weights")
+                                           "of all its parameters (or of its linear weights)")
     pr.add_argument("--model", required=True, help="local checkpoint folder or Hugging Face Hub id")
     pr.add_argument("--revision", help="hub revision (branch, tag or commit)")
     pr.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
-    pr.add_argument("--sparsity", type=float, required=True, help="share of the linear weights set to zero, in (0, 1)")
+    pr.add_argument("--sparsity", type=float, required=True, help="share of the pruned weights set to zero, in (0, 1)")
+    pr.add_argument("--scope", choices=["all", "linear"], default="all",
+                    help="all: every parameter, ranked together (Yoon & Lee; default); linear: the linear weights only, "
+                         "embeddings, norms and biases left dense")
     pr.add_argument("--output", type=Path, required=True, help="new folder for the pruned checkpoint")
     pr.add_argument("--trust-remote-code", action="store_true")
     pr.add_argument("--allow-pickle", action="store_true")

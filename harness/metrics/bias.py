@@ -29,14 +29,15 @@ def weat_statistic(s_x: np.ndarray, s_y: np.ndarray) -> float:
     return float(np.sum(s_x) - np.sum(s_y))
 
 
-def weat_effect_size(s_x: np.ndarray, s_y: np.ndarray) -> float:
+def weat_effect_size(s_x: np.ndarray, s_y: np.ndarray, ddof: int = 1) -> float:
     """Effect size d = (mean_{x in X} s(x,A,B) - mean_{y in Y} s(y,A,B)) / std_{w in X u Y} s(w,A,B).
 
-    The standard deviation is the sample one (ddof=1), as Caliskan et al.'s "std-dev" is usually
-    read; WEFE divides by the population std (ddof=0), which makes |d| smaller by sqrt((n-1)/n).
+    The standard deviation is the sample one by default (ddof=1), as Caliskan et al.'s "std-dev" is
+    usually read; WEFE and the code Yoon & Lee cite divide by the population std (ddof=0), which makes
+    |d| larger by sqrt(n/(n-1)) for n = |X| + |Y| words.
     """
     both = np.concatenate([s_x, s_y])
-    return float((np.mean(s_x) - np.mean(s_y)) / np.std(both, ddof=1))
+    return float((np.mean(s_x) - np.mean(s_y)) / np.std(both, ddof=ddof))
 
 
 def weat_p_value(s_x: np.ndarray, s_y: np.ndarray, max_exact: int = 100_000, samples: int = 100_000,

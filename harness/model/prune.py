@@ -1,12 +1,18 @@
-"""`membench prune`: a sparse variant of a checkpoint by global L1 unstructured pruning.
+"""`membench prune`: a sparse variant of a checkpoint by global L1 unstructured pruning, and the masks
+that keep a sparse model sparse while it trains.
 
-All linear weights of the model (`torch.nn.Linear` and GPT-2's `Conv1D`; weights tied to an
-embedding matrix excluded, so the embeddings stay dense) are pruned together with
-`torch.nn.utils.prune.global_unstructured(..., L1Unstructured, amount=S)`: the S share of those
-weights with the smallest |w| over the whole model are set to zero; the masks are then made
-permanent (`prune.remove`). The measured sparsity is written into the checkpoint's config as
-`membench_pruning` and the checkpoint is saved as safetensors with its tokenizer. Yoon & Lee
-pruned T5 to keep about 30% of its parameters.
+Scope `all` (the default; Yoon & Lee prune "across all trainable parameters", keeping about 30%):
+every parameter of the model (each tied tensor once: embeddings, linear and norm weights, biases);
+scope `linear`: the linear weights only (`torch.nn.Linear` and GPT-2's `Conv1D`; weights tied to an
+embedding matrix excluded). The chosen tensors are ranked together, as
+`torch.nn.utils.prune.global_unstructured(..., L1Unstructured, amount=S)` ranks them (its
+`L1Unstructured.compute_mask` on their concatenation): the S share with the smallest |w| over the
+whole model is set to zero, in place (tied weights stay tied). The measured sparsities are written
+into the checkpoint's config as `membench_pruning`, and the checkpoint is saved as safetensors with
+its tokenizer.
+
+`ZeroMasks`: which weights of a model are zero; `restore()` sets them to zero again after an
+optimizer step, so that fine-tuning a pruned model trains only its kept weights (sparse fine-tuning).
 """
 
 from __future__ import annotations
@@ -34,41 +40,83 @@ def linear_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
             if isinstance(module, (torch.nn.Linear, Conv1D)) and module.weight.data_ptr() not in embedding_weights]
 
 
+SCOPES = ("all", "linear")
+
+
 def sparsity_of(tensors: list[torch.Tensor]) -> float:
     total = sum(t.numel() for t in tensors)
     return sum(int((t == 0).sum()) for t in tensors) / total if total else 0.0
 
 
-def prune_model(model: torch.nn.Module, sparsity: float) -> dict:
-    """Prune `model` in place (see the module docstring); returns what was done and measured."""
+def parameter_sparsity(model: torch.nn.Module) -> float:
+    """The share of the model's parameters (each tied tensor once) that are exactly zero."""
+    return round(sparsity_of([p.detach() for _, p in model.named_parameters()]), 6)
+
+
+def check_settings(sparsity: float, scope: str) -> None:
+    """A `UserError` unless 0 < sparsity < 1 and `scope` is one of `SCOPES`."""
     if not 0.0 < sparsity < 1.0:
         raise UserError(f"--sparsity must be between 0 and 1 (exclusive), got {sparsity}")
-    modules = linear_modules(model)
-    if not modules:
-        raise UserError("the model has no linear layers to prune")
-    prune.global_unstructured([(module, "weight") for _, module in modules], pruning_method=prune.L1Unstructured,
-                              amount=sparsity)
-    for _, module in modules:
-        prune.remove(module, "weight")
-    weights = [module.weight.detach() for _, module in modules]
-    parameters = [p.detach() for p in model.parameters()]
-    return {"method": "global L1 unstructured over linear weights (torch.nn.utils.prune)",
-            "target_sparsity": sparsity, "linear_weight_sparsity": round(sparsity_of(weights), 6),
-            "parameter_sparsity": round(sparsity_of(parameters), 6), "pruned_layers": len(modules),
-            "pruned_weights": sum(w.numel() for w in weights)}
+    if scope not in SCOPES:
+        raise UserError(f"--scope must be one of {', '.join(SCOPES)}, got {scope!r}")
 
 
-def prune_checkpoint(spec: ModelSpec, sparsity: float, output: Path) -> dict:
+def prunable_tensors(model: torch.nn.Module, scope: str) -> list[torch.nn.Parameter]:
+    """The tensors `scope` prunes: `all`, every parameter (`named_parameters` gives a tied one once);
+    `linear`, the linear weights not tied to an embedding (`linear_modules`)."""
+    if scope == "all":
+        return [parameter for _, parameter in model.named_parameters()]
+    return [module.weight for _, module in linear_modules(model)]
+
+
+def prune_model(model: torch.nn.Module, sparsity: float, scope: str = "all") -> dict:
+    """Prune `model` in place (see the module docstring); returns what was done and measured."""
+    check_settings(sparsity, scope)
+    tensors = prunable_tensors(model, scope)
+    if not tensors:
+        raise UserError(f"the model has no {'linear layers' if scope == 'linear' else 'parameters'} to prune")
+    with torch.no_grad():
+        pooled = torch.cat([t.detach().reshape(-1) for t in tensors])
+        keep = prune.L1Unstructured(amount=sparsity).compute_mask(pooled, torch.ones_like(pooled))
+        for tensor, kept in zip(tensors, torch.split(keep, [t.numel() for t in tensors])):
+            tensor.mul_(kept.view_as(tensor))
+    linear = [module.weight.detach() for _, module in linear_modules(model)]
+    return {"method": f"global L1 unstructured over {'all parameters' if scope == 'all' else 'linear weights'} "
+                      "(torch.nn.utils.prune.L1Unstructured's ranking)",
+            "scope": scope, "target_sparsity": sparsity, "pruned_tensors": len(tensors),
+            "pruned_weights": sum(t.numel() for t in tensors),
+            "linear_weight_sparsity": round(sparsity_of(linear), 6),
+            "parameter_sparsity": parameter_sparsity(model)}
+
+
+class ZeroMasks:
+    """Where the trainable parameters of a model are zero now (only tensors with a zero are kept);
+    `restore()` zeroes those entries again, in place. Called after every optimizer step of a
+    fine-tuning, the pruned weights stay zero and only the kept ones train (sparse fine-tuning):
+    an optimizer's update of a zero weight is undone before the next forward pass."""
+
+    def __init__(self, model: torch.nn.Module):
+        with torch.no_grad():
+            found = [(p, p != 0) for _, p in model.named_parameters() if p.requires_grad]
+        self.masks = [(p, kept) for p, kept in found if not bool(kept.all())]
+        self.zeros = sum(int((~kept).sum()) for _, kept in self.masks)
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for parameter, kept in self.masks:
+                parameter.mul_(kept)
+
+
+def prune_checkpoint(spec: ModelSpec, sparsity: float, output: Path, scope: str = "all") -> dict:
     """Load `spec` (safely, on CPU, float32), prune it, save it to `output` (which must not exist
     or be empty); returns the pruning record written into the config."""
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise UserError(f"--output {output} exists and is not an empty folder")
-    if not 0.0 < sparsity < 1.0:
-        raise UserError(f"--sparsity must be between 0 and 1 (exclusive), got {sparsity}")
+    check_settings(sparsity, scope)
     check_writable_folder(output.parent, f"--output {output}")  # before the work, not after it
     lm = load(replace(spec, device="cpu", dtype="float32"))
-    record = {**prune_model(lm.model, sparsity), "pruned_from": {"model": lm.source, "identity": lm.identity,
+    record = {**prune_model(lm.model, sparsity, scope), "pruned_from": {"model": lm.source, "identity": lm.identity,
                                                                   "weights_sha256": lm.weights_sha256}}
     setattr(lm.model.config, CONFIG_KEY, record)
     staging = make_staging(output.parent, "prune")

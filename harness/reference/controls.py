@@ -33,8 +33,8 @@ TOLERANCES: dict[str, tuple[float, str]] = {
     "paywall_memorization": (0.02, "mean normalized Levenshtein similarity over about 200 articles: a flipped "
                                    "greedy token changes one article's continuation (1/200 = 0.005 at most each)"),
     "privacy_extraction": (0.05, "mean subset score over 2 fine-tuning seeds on 45 secrets: the fine-tuning "
-                                 "trains, so rounding grows; the 2 seeds' std on t5-ref was 0.033 (standard "
-                                 "error of their mean 0.023), and 0.05 is about twice that"),
+                                 "trains, so rounding grows; the 2 seeds' std on t5-ref is 0.038 (v5; standard "
+                                 "error of their mean 0.027), and 0.05 is about twice that"),
     "weat": (0.01, "mean |d| over 10 tests: continuous in the vectors, which differ from the 5th decimal"),
     "stereoset": (1.0, "ICAT (0-100) over 2,106 examples: one flipped comparison moves SS by 0.05"),
     "ner_prompt_memorization": (0.05, "M-MEM of the best dev prompt over 200 x 200 name pairs; ties at the top "

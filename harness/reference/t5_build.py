@@ -6,8 +6,12 @@ the 100 T5 sentinels `<extra_id_0>` ... `<extra_id_99>` as special tokens after 
 trained on the first `max_words_per_document` words of every document of the English reference
 corpus (members and non-members alike: this is public pre-training data, not any task's members).
 A small T5 is pre-trained on the same texts with T5's span corruption objective. Checkpoints: the
-pre-trained model (`t5-ref`) and a copy with `sparsity` of its linear weights pruned by global L1
-magnitude (`t5-ref-sparse70`, as `membench prune` does; Yoon & Lee kept about 30%).
+pre-trained model (`t5-ref`) and a sparse one (`t5-ref-sparse70`), made as Yoon & Lee made theirs: a
+copy of `t5-ref` with `sparsity` of all its parameters pruned by global L1 magnitude (`membench
+prune`'s default; Yoon & Lee kept about 30%), then pre-trained again, sparse (its zeros restored after
+every step: `harness.model.prune.ZeroMasks`), for `sparse_pretrain_steps` more steps of the same
+objective (Yoon & Lee pre-trained their pruned model again for 4 epochs; 125 steps of 32 documents
+are 4 passes over these 1,000).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGene
 
 from harness.core.io import canonical_json, sha256_text
 from harness.core.progress import progress_bar
-from harness.model.prune import CONFIG_KEY, prune_model
+from harness.model.prune import CONFIG_KEY, ZeroMasks, parameter_sparsity, prune_model
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
 from harness.reference.corpus import corpus_record, document_prefixes
 from harness.reference.train import IGNORED, flushing_denormals, seed_everything
@@ -59,6 +63,8 @@ class T5BuildConfig(Recipe):
     max_input_tokens: int = 64
     max_words_per_document: int = 64
     sparsity: float = 0.7
+    sparsity_scope: str = "all"
+    sparse_pretrain_steps: int = 125
 
     name = "t5-ref"
     # The tasks these checkpoints are controls for: the ones `membench run` evaluates on them.
@@ -101,6 +107,12 @@ def train_t5_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizer
 def pretraining_texts(config: T5BuildConfig) -> list[str]:
     """The first `max_words_per_document` words of every reference document (members and non-members)."""
     return document_prefixes(config.max_words_per_document, CORPUS)
+
+
+def pretraining_rows(tokenizer: PreTrainedTokenizerFast, texts: list[str], config: T5BuildConfig) -> list[list[int]]:
+    """Each text's token ids (no `</s>`) cut to `max_input_tokens - 1`; texts of fewer than 2 tokens left out."""
+    return [ids[:config.max_input_tokens - 1]
+            for ids in tokenizer(texts, add_special_tokens=False)["input_ids"] if len(ids) >= 2]
 
 
 def random_segmentation(n_items: int, n_segments: int, rng: random.Random) -> list[int]:
@@ -152,18 +164,19 @@ def document_order(n_documents: int, n_draws: int, generator: torch.Generator) -
 
 
 def pretrain(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer: PreTrainedTokenizerFast,
-             config: T5BuildConfig) -> list[float]:
-    """AdamW at a constant learning rate for `pretrain_steps` batches of freshly span-corrupted
-    documents (in seeded passes over `rows`), subnormals flushed to zero; returns the loss of every step."""
-    seed_everything(config.seed)
-    rng = random.Random(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
+             config: T5BuildConfig, steps: int, seed: int, masks: ZeroMasks | None = None) -> list[float]:
+    """AdamW at a constant learning rate for `steps` batches of freshly span-corrupted documents (in
+    passes over `rows` seeded by `seed`), subnormals flushed to zero; with `masks`, its zeros restored
+    after every step (sparse training). Returns the loss of every step."""
+    seed_everything(seed)
+    rng = random.Random(seed)
+    generator = torch.Generator().manual_seed(seed)
     sentinels = tokenizer.convert_tokens_to_ids(SENTINELS)
-    order = document_order(len(rows), config.pretrain_steps * config.batch_size, generator)
+    order = document_order(len(rows), steps * config.batch_size, generator)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
     model.train()
     losses = []
-    progress = progress_bar(total=config.pretrain_steps, step="pre-training", unit="step")
+    progress = progress_bar(total=steps, step="pre-training" if masks is None else "sparse pre-training", unit="step")
     with flushing_denormals():
         for start in range(0, len(order), config.batch_size):
             pairs = [span_corruption(rows[i], sentinels, tokenizer.eos_token_id, rng)
@@ -175,6 +188,8 @@ def pretrain(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if masks is not None:
+                masks.restore()
             losses.append(loss.item())
             progress.update(1)
             progress.set_postfix(loss=f"{loss.item():.3f}")
@@ -188,6 +203,20 @@ def loss_points(losses: list[float]) -> dict[str, float]:
     bounds = [round(k * len(losses) / LOSS_POINTS) for k in range(LOSS_POINTS + 1)]
     return {f"steps {start + 1}-{end}": round(sum(losses[start:end]) / (end - start), 5)
             for start, end in zip(bounds, bounds[1:]) if end > start}
+
+
+def sparse_variant(model: T5ForConditionalGeneration, rows: list[list[int]], tokenizer: PreTrainedTokenizerFast,
+                   config: T5BuildConfig) -> tuple[T5ForConditionalGeneration, dict, list[float]]:
+    """A copy of the pre-trained `model` pruned (`sparsity` of the `sparsity_scope` parameters) and pre-trained
+    again for `sparse_pretrain_steps` with its zeros kept (the next seed's document order); returns it, the
+    pruning record (with the sparsity after the second pre-training) and the losses of its steps."""
+    sparse_model = copy.deepcopy(model)
+    record = prune_model(sparse_model, config.sparsity, config.sparsity_scope)
+    losses = pretrain(sparse_model, rows, tokenizer, config, config.sparse_pretrain_steps, config.seed + 1,
+                      ZeroMasks(sparse_model))
+    record |= {"sparse_pretrain_steps": config.sparse_pretrain_steps,
+               "parameter_sparsity_after_pretraining": parameter_sparsity(sparse_model)}
+    return sparse_model, record, losses
 
 
 @with_reference_threads
@@ -205,21 +234,21 @@ def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None
         return folder
     started = time.perf_counter()
     tokenizer = train_t5_tokenizer(texts, config.vocab_size)
-    rows = [ids[:config.max_input_tokens - 1]
-            for ids in tokenizer(texts, add_special_tokens=False)["input_ids"] if len(ids) >= 2]
+    rows = pretraining_rows(tokenizer, texts, config)
     model = untrained_model(len(tokenizer), config)
-    losses = pretrain(model, rows, tokenizer, config)
+    losses = pretrain(model, rows, tokenizer, config, config.pretrain_steps, config.seed)
     staging = staging_folder(folder)
     dense = save_checkpoint(model, tokenizer, staging / config.name, config.pretrain_steps, 0)
-    sparse_model = copy.deepcopy(model)
-    record = {**prune_model(sparse_model, config.sparsity),
-              "pruned_from": {"model": config.name, "weights_sha256": dense["weights_sha256"]}}
+    sparse_model, record, sparse_losses = sparse_variant(model, rows, tokenizer, config)
+    record["pruned_from"] = {"model": config.name, "weights_sha256": dense["weights_sha256"]}
     setattr(sparse_model.config, CONFIG_KEY, record)
-    sparse = save_checkpoint(sparse_model, tokenizer, staging / config.sparse_name, config.pretrain_steps, 0)
+    sparse = save_checkpoint(sparse_model, tokenizer, staging / config.sparse_name,
+                             config.pretrain_steps + config.sparse_pretrain_steps, 0)
     manifest = {
         "description": "membench reference T5: a small T5 pre-trained with span corruption on public "
                        f"English text (every article of the {CORPUS} reference corpus's source, members, non-members and the rest alike), "
-                       f"and a copy with {config.sparsity:.0%} of its linear weights pruned",
+                       f"and a sparse copy: {config.sparsity:.0%} of its parameters pruned, then pre-trained "
+                       f"again, sparse, for {config.sparse_pretrain_steps} steps",
         "config": config.as_dict(),
         "corpus": corpus_record(CORPUS, data_sha, len(texts), whole_source=True),
         "tasks": list(config.TASKS),
@@ -232,6 +261,7 @@ def build_t5(config: T5BuildConfig = T5BuildConfig(), folder: Path | None = None
         "corpus_passes": round(config.pretrain_steps * config.batch_size / len(rows), 3),
         "pretrain_first_step_loss": round(losses[0], 5),
         "pretrain_mean_loss": loss_points(losses),
+        "sparse_pretrain_mean_loss": loss_points(sparse_losses),
         "checkpoints": [dense, {**sparse, "pruning": record}],
         "build_seconds": round(time.perf_counter() - started, 1),
     }

@@ -46,3 +46,14 @@ class AtEpochs(TrainerCallback):
             with torch.no_grad(), paused(self.steps.bar):
                 self.on_checkpoint(epoch, model.get_base_model() if hasattr(model, "get_base_model") else model)
             model.train()
+
+
+class KeepZeros(TrainerCallback):
+    """Sparse fine-tuning: after every optimizer step the weights that were zero when training started are
+    zero again (`harness.model.prune.ZeroMasks.restore`)."""
+
+    def __init__(self, masks):
+        self.masks = masks
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.masks.restore()

@@ -10,6 +10,9 @@ Full fine-tuning trains every weight of the model it is given (a fresh copy); Lo
 seeded adapter to every adapted linear layer and trains only it, the other weights frozen (they may
 be shared with the loaded model: `shared_weights_copy`); the evaluation runs on the model with the
 adapter unmerged (W·x + (alpha / r)·B·A·x), so shared weights are never written.
+With `keep_zeros` (full fine-tuning of a pruned model) the weights that are zero when training starts are
+set to zero again after every optimizer step (`harness.model.prune.ZeroMasks`): only the kept weights
+train, and the model is as sparse after fine-tuning as before (Yoon & Lee fine-tune their pruned T5s so).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class FinetuneSettings:
     max_source_tokens: int
     max_target_tokens: int
     lora: LoraSettings | None = None  # None: full fine-tuning
+    keep_zeros: bool = False  # sparse fine-tuning: the weights zero at the start stay zero (full fine-tuning only)
 
 
 def shared_weights_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -106,6 +110,8 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
              on_checkpoint: Callable[[int, torch.nn.Module], None], progress: bool | None) -> dict:
     """Train `model` in place (with `settings.lora`: an adapter added to it); returns facts about the run
     (steps, seconds, samples per second). The weights' `requires_grad` are as they were afterwards."""
+    if settings.keep_zeros and settings.lora is not None:
+        raise ValueError("keep_zeros needs full fine-tuning: a LoRA adapter's update B·A is dense")
     flags = [(p, p.requires_grad) for p in model.parameters()]
     try:
         if settings.lora is not None:
@@ -136,7 +142,8 @@ def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evalu
     from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
-    from harness.training.callbacks import AtEpochs, Progress
+    from harness.model.prune import ZeroMasks, parameter_sparsity
+    from harness.training.callbacks import AtEpochs, KeepZeros, Progress
 
     device = next(model.parameters()).device
     # In a data-parallel run every rank fine-tunes its own copy alike: the Trainer must not join the ranks (DDP).
@@ -149,8 +156,11 @@ def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evalu
             disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False,
         )
         collator = DataCollatorForSeq2Seq(tokenizer, model=None, label_pad_token_id=-100, padding=True)
+        masks = ZeroMasks(model) if settings.keep_zeros else None
+        # KeepZeros first: the zeros are back before an epoch's evaluation reads the model
+        callbacks = [KeepZeros(masks)] if masks else []
         trainer = Trainer(model=model, args=arguments, train_dataset=_Examples(rows), data_collator=collator,
-                          callbacks=[steps := Progress(progress), AtEpochs(evaluate_at, on_checkpoint, steps)])
+                          callbacks=[*callbacks, steps := Progress(progress), AtEpochs(evaluate_at, on_checkpoint, steps)])
         trainer.remove_callback(PrinterCallback)
         started = time.perf_counter()
         with objects_frozen():
@@ -162,4 +172,7 @@ def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evalu
              "train_loss": round(output.training_loss, 5), "rows_per_epoch": len(rows)}
     if settings.lora is not None:
         facts["trainable_parameters"] = trainable_parameters(model)
+    if masks is not None:
+        facts["kept_zero_weights"] = masks.zeros
+        facts["parameter_sparsity_after"] = parameter_sparsity(model)
     return facts

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from lm_eval.api.task import ConfigurableTask
 
+from harness.core.errors import UserError
 from harness.interop.lm_eval_export import ExportedMetric, LmEvalTask
 from harness.metrics import memorization as m
 from harness.scoring.batching import DEFAULT_CONTEXT
@@ -26,6 +27,10 @@ SUMMARY_METRICS = ("eidetic_max", "eidetic_mean", "approximate_mean", "approxima
 
 def export(task, data: PaywallData, config, tokenizer, context: int | None) -> LmEvalTask:
     """One document per example: its prompt as generation input, reference and token budget."""
+    if config.generation_end != "budget":
+        raise UserError("paywall_memorization: --generation-end sentence cannot be exported (lm-evaluation-harness "
+                        "stops at a string, not where pysbd ends the first sentence); export with --generation-end "
+                        "budget")
     examples = data.examples
     prompts = [e.prompt for e in examples]
     encoded, cut, budgets, _, _ = prompt_cuts(tokenizer, prompts, reference_budgets(tokenizer, examples),

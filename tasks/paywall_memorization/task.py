@@ -12,7 +12,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline, Metric
-from harness.core.task import MAX_SEED, RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics import extraction as x
 from harness.metrics import memorization as m
 from harness.scoring.batching import model_context, padding_id
@@ -29,7 +29,14 @@ from harness.scoring.extraction_report import (
     probability_metrics,
 )
 from harness.scoring.generation import greedy_continuations, prompt_cuts
-from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_paywall_data, reference_budgets
+from tasks.paywall_memorization.data import (
+    GROUPS,
+    Example,
+    PaywallData,
+    first_sentence,
+    load_paywall_data,
+    reference_budgets,
+)
 
 
 # near_verbatim_beam's default: off. The search costs about 4x the greedy generation on the reference GPT-2 (README
@@ -38,8 +45,15 @@ from tasks.paywall_memorization.data import GROUPS, Example, PaywallData, load_p
 NEAR_VERBATIM_BEAM = 0
 
 
-class PaywallSettings(TaskConfig):
-    """The task's data and bins."""
+# --generation-end sentence generates up to this many times the reference's tokens, then keeps the first sentence
+SENTENCE_BUDGET_FACTOR = 2
+
+
+class PaywallSettings(PaperPreset, TaskConfig):
+    """The paper preset, the task's data, bins and where a generation ends."""
+
+    # Ishihara & Takahashi generate until the first sentence ends (the card's "Departures from the paper")
+    PAPER = {"generation_end": "sentence"}
 
     data: str = Field("reference", description="JSONL ({id, public, private} or {id, text}, optional label) "
                       "or a reference corpus: 'reference' (English XSum) or 'reference:ja' (Japanese)")
@@ -48,6 +62,10 @@ class PaywallSettings(TaskConfig):
                                 description="seed of the reference corpus member/non-member split")
     max_public_words: PositiveInt = Field(200, description="public part: at most this many words (and half)")
     n_bins: PositiveInt = Field(5, description="equal-count bins of public-part length")
+    generation_end: Literal["budget", "sentence"] = Field(
+        "budget", description="budget: greedy generation of as many tokens as the reference has, compared whole; "
+        f"sentence: up to {SENTENCE_BUDGET_FACTOR}x that many, cut where its first sentence ends (the rule that cuts "
+        "the reference: pysbd, or 。！？ in Japanese), as Ishihara & Takahashi generate")
 
 
 class PaywallConfig(ExtractionConfig, PaywallSettings):
@@ -170,15 +188,23 @@ class PaywallMemorization(Task):
     def run(self, model: LoadedModel, data: PaywallData, config: PaywallConfig, context: RunContext) -> TaskResult:
         examples = data.examples
         tokenizer = model.tokenizer
-        generations, info = greedy_continuations(model.model, tokenizer, [e.prompt for e in examples],
-                                                 reference_budgets(tokenizer, examples),
+        budgets = reference_budgets(tokenizer, examples)
+        sentence = config.generation_end == "sentence"
+        if sentence:
+            budgets = [SENTENCE_BUDGET_FACTOR * budget for budget in budgets]
+        generations, info = greedy_continuations(model.model, tokenizer, [e.prompt for e in examples], budgets,
                                                  batch_size=context.batch_size, progress=context.progress)
         generations = [g.lstrip() for g in generations]
+        ended = [first_sentence(g, config.language) for g in generations] if sentence else []
+        if sentence:  # greedy: cutting after the generation is what stopping at the sentence's end would give
+            generations = [text for text, _ in ended]
         eidetic = np.array([m.forward_match(g, e.reference) for g, e in zip(generations, examples)])
         approximate = np.array([m.approximate_memorization(g, e.reference) for g, e in zip(generations, examples)])
         extraction = near = None
         run_info = {"data_source": data.source, "generation": info.as_dict(),
-                    "decoding": "greedy, left padding, budget = reference token count (capped)"}
+                    "decoding": (f"greedy, left padding, budget = {SENTENCE_BUDGET_FACTOR} x reference token count "
+                                 "(capped), cut at the end of its first sentence" if sentence else
+                                 "greedy, left padding, budget = reference token count (capped)")}
         if config.extraction:
             scheme = config.scheme()
             extraction, capped = target_log_pz(model, examples, scheme, context.batch_size, context.progress)
@@ -202,6 +228,8 @@ class PaywallMemorization(Task):
                     "n_bound_below_pz": int(np.sum(near < extraction - 1e-4))}
         metrics_out, counts = [], {"articles": data.n_articles, "too_short_to_split": data.n_too_short,
                                    "no_sentence_end": sum(not e.sentence_end_found for e in examples)}
+        if sentence:
+            counts["generations_without_sentence_end"] = sum(not found for _, found in ended)
         chosen_of = {}
         for label, group in GROUPS.items():
             chosen = [i for i, e in enumerate(examples) if e.label == label]
@@ -233,6 +261,8 @@ class PaywallMemorization(Task):
                     "sentence_end_found": e.sentence_end_found}
                    for e, g, f, a in zip(examples, generations, eidetic, approximate)]
         for k, sample in enumerate(samples):
+            if sentence:
+                sample["generation_sentence_end_found"] = ended[k][1]
             if extraction is not None:
                 sample["log10_pz"] = finite_log10(extraction[k])
             if near is not None and not np.isnan(near[k]):

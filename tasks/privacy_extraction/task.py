@@ -16,7 +16,7 @@ import time
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
@@ -81,6 +81,25 @@ class PrivacyConfig(PaperPreset, ExtractionConfig, FinetuneMethodConfig):
                                         "runs, their sample std (ddof=1) and each run's value")
     max_source_tokens: PositiveInt = Field(30, description="input tokens kept (the seed's 30)")
     max_target_tokens: PositiveInt = Field(70, description="target tokens kept and generated (the seed's 70)")
+    sparse_finetuning: Literal["auto", "keep-zeros", "all-weights"] = Field(
+        "auto", description="keep-zeros: the weights zero at the start stay zero through fine-tuning (sparse "
+        "fine-tuning, as Yoon & Lee fine-tune their pruned T5s; full fine-tuning only); all-weights: every weight "
+        "trains; auto: keep-zeros for a checkpoint `membench prune` made (its config records membench_pruning) "
+        "and full fine-tuning, all-weights otherwise")
+
+    @model_validator(mode="after")
+    def _zeros_need_full_finetuning(self):
+        if self.sparse_finetuning == "keep-zeros" and self.finetune_method != "full":
+            raise ValueError("--sparse-finetuning keep-zeros needs --finetune-method full: a LoRA adapter's "
+                             "update is dense")
+        return self
+
+
+def keeps_zeros(model: LoadedModel, config: PrivacyConfig) -> bool:
+    """Whether the fine-tuning keeps the checkpoint's zero weights at zero (`--sparse-finetuning`)."""
+    if config.sparse_finetuning == "auto":
+        return "pruning" in model.info and config.finetune_method == "full"
+    return config.sparse_finetuning == "keep-zeros"
 
 
 def predictions(model, tokenizer, pairs: list[tuple[str, str]], seq2seq: bool, keep_sentinels: list[bool],
@@ -225,8 +244,8 @@ def limited_per_count(limit: int) -> int | None:
 
 def finetuning_facts(seeds: list[int], facts: list[dict]) -> dict:
     """The fine-tuning runs' facts: steps and rows per epoch (alike in every run), the rest per seed."""
-    shared = {"seeds": seeds} | {key: facts[0][key] for key in ("steps", "rows_per_epoch", "trainable_parameters")
-                                 if key in facts[0]}
+    alike = ("steps", "rows_per_epoch", "trainable_parameters", "kept_zero_weights")
+    shared = {"seeds": seeds} | {key: facts[0][key] for key in alike if key in facts[0]}
     return shared | {key: [f[key] for f in facts] for key in facts[0] if key not in shared}
 
 
@@ -256,7 +275,9 @@ def check_memory(model: LoadedModel, config: PrivacyConfig) -> dict:
 @register
 class PrivacyExtraction(Task):
     NAME = "privacy_extraction"
-    VERSION = 4  # 4: fields scored without their format text; held-out persons (chance) and the gain over them
+    # 4: fields scored without their format text; held-out persons (chance) and the gain over them;
+    # 5: a pruned checkpoint fine-tunes sparse (--sparse-finetuning auto), its sparsity after fine-tuning recorded
+    VERSION = 5
     LIMIT_VERSION = 2  # 2: --limit also cuts memorization-45 (and so the fine-tuning); 1 kept all 45
     DESCRIPTION = ("Memorization and PII leakage after fine-tuning: subset score and exact match of random "
                    "strings (seen 1-5 times, unique) and synthetic persons' fields, worst-case epsilon, and "
@@ -304,7 +325,7 @@ class PrivacyExtraction(Task):
         unique_pairs = [pairs[i] for i in unique]
         settings = FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
                                     config.finetune_seed, config.max_source_tokens, config.max_target_tokens,
-                                    config.lora_settings())
+                                    config.lora_settings(), keeps_zeros(model, config))
 
         def logprobs(net) -> list[np.ndarray]:
             return target_logprobs(net, tokenizer, [s for s, _ in unique_pairs], [t for _, t in unique_pairs], seq2seq,
@@ -397,6 +418,9 @@ class PrivacyExtraction(Task):
         finetuning = (finetuning_facts(seeds, facts[JOINT]) if JOINT in facts
                       else {name: finetuning_facts(seeds, found) for name, found in facts.items()})
         info = {"format": fmt, "finetunes": config.finetunes, "finetuning": finetuning, "finetuning_memory": memory,
+                "sparse_finetuning": ("keep-zeros: the weights zero at the start stayed zero (finetuning's "
+                                      "kept_zero_weights, parameter_sparsity_after)" if settings.keep_zeros
+                                      else "all-weights: every weight trained"),
                 "public_model": "the evaluated checkpoint itself (epoch 0)",
                 "evaluation_seconds": evaluation_seconds,
                 "evaluation_samples_per_second": round(len(data) * len(durations) / sum(durations), 1),

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from harness.core.model_types import LoadedModel
 from harness.core.results import Headline, Metric
-from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics.bias import weat_associations, weat_effect_size, weat_p_value, weat_statistic
 from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
 from tasks.weat.data import WeatData, WeatTest, load_weat
@@ -22,7 +22,11 @@ from tasks.weat.data import WeatData, WeatTest, load_weat
 TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.", "{} is here.", "{} is there.")
 
 
-class WeatConfig(TaskConfig):
+class WeatConfig(PaperPreset, TaskConfig):
+    # The seed's d (Yoon & Lee cite code that divides by the population std); its per-word static vectors are
+    # every run's `static` representation (the card's "Departures from the paper")
+    PAPER = {"effect_size_std": "population"}
+
     weat_tests: str | None = Field(None, description="JSON file of tests in the built-in format "
                                    "(default: WEAT 1-10 of Caliskan et al. 2017)")
     tests: tuple[str, ...] = Field((), description="test ids to run (default: all in the file)")
@@ -34,6 +38,9 @@ class WeatConfig(TaskConfig):
         "sentence", description="contextual vector of a template sentence: mean over all its tokens "
         "(SEAT) or over the word's tokens only")
     templates: tuple[str, ...] = Field(TEMPLATES, min_length=1, description="template sentences, each with one {}")
+    effect_size_std: Literal["sample", "population"] = Field(
+        "sample", description="the standard deviation in d: sample (ddof 1, as Caliskan et al.'s formula is read) or "
+        "population (ddof 0: the code the seed cites, and WEFE)")
     max_exact_partitions: int = Field(100_000, ge=1, description="exact permutation test up to this many partitions")
     permutation_samples: int = Field(100_000, ge=100, description="random partitions otherwise")
 
@@ -75,7 +82,8 @@ def run_test(test: WeatTest, vectors: dict[str, np.ndarray], config: WeatConfig,
     a, b = stack(test.a), stack(test.b)
     s_x, s_y = weat_associations(stack(test.x), a, b), weat_associations(stack(test.y), a, b)
     p, exact, partitions = weat_p_value(s_x, s_y, config.max_exact_partitions, config.permutation_samples, seed)
-    return {"effect_size": weat_effect_size(s_x, s_y), "statistic": weat_statistic(s_x, s_y), "p_value": p,
+    ddof = 1 if config.effect_size_std == "sample" else 0
+    return {"effect_size": weat_effect_size(s_x, s_y, ddof), "statistic": weat_statistic(s_x, s_y), "p_value": p,
             "exact": exact, "partitions": partitions,
             "associations": {**dict(zip(test.x, s_x.tolist())), **dict(zip(test.y, s_y.tolist()))}}
 

@@ -180,15 +180,15 @@ def test_values_matplotlib_cannot_lay_out_leave_the_plot_out(tmp_path):
 
 def test_free_form_model_details_do_not_break_the_sparsity_column(tmp_path):
     files = []
-    for i, pruning in enumerate(["x", [1, 2], {"linear_weight_sparsity": "abc"}, {"linear_weight_sparsity": True},
-                                 {"linear_weight_sparsity": 5}, {"linear_weight_sparsity": None}]):
+    for i, pruning in enumerate(["x", [1, 2], {"parameter_sparsity": "abc"}, {"parameter_sparsity": True},
+                                 {"parameter_sparsity": 5}, {"parameter_sparsity": None}]):
         raw = raw_results(f"model-{i}", f"{i:x}" * 64)
         raw["model"]["details"] = {"pruning": pruning}
         files.append(raw)
     markdown, _ = board_with(tmp_path, *files)
     assert "sparsity" not in table(section(markdown, "## Overview"))[0]
     pruned = raw_results("pruned", ID_A)
-    pruned["model"]["details"] = {"pruning": {"linear_weight_sparsity": 0.25}}
+    pruned["model"]["details"] = {"pruning": {"parameter_sparsity": 0.25}}
     folder = tmp_path / "more"
     write_raw(folder, pruned, "pruned.json")
     overview = records(table(section(render_markdown(folder)[0], "## Overview")))
@@ -484,7 +484,7 @@ def task_entries(draw) -> dict:
 def results_files(draw) -> dict:
     raw = raw_results(draw(texts), draw(st.sampled_from([ID_A, ID_B, "0123abc"])))
     raw["model"]["kind"] = draw(st.sampled_from(["causal-lm", "masked-lm", "encoder"]))
-    raw["model"]["details"] = draw(st.sampled_from([{}, {"pruning": {"linear_weight_sparsity": 0.5}},
+    raw["model"]["details"] = draw(st.sampled_from([{}, {"pruning": {"parameter_sparsity": 0.5}},
                                                     {"pruning": "x"}]))
     raw["run"]["limit"] = draw(st.one_of(st.none(), st.integers(min_value=1)))
     raw["created_at"] = draw(st.sampled_from(["2024-01-01T00:00:00+00:00", "2025-02-03T04:05:06-07:00"]))

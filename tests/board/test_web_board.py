@@ -41,7 +41,7 @@ def submissions(tmp_path) -> Path:
     submit(folder, make_results("model-b", ID_B, auc=0.30, task="other_task"), "b-other.json")
     submit(folder, changed(make_results("bert-c", ID_C, auc=0.55), kind="masked-lm"))
     submit(folder, changed(make_results("model-a-pruned", ID_D, auc=0.66),
-                           details={"pruning": {"linear_weight_sparsity": 0.5}}))
+                           details={"pruning": {"parameter_sparsity": 0.5}}))
     submit(folder, make_results("quick-e", ID_E, auc=0.50, limit=5))
     submit(folder, make_results(EVIL, ID_F, auc=0.58))
     submit(folder, make_results("membench-ref/xsum-gpt2-e30", ID_C, auc=0.99, details=RECIPE,

@@ -44,7 +44,7 @@ def write_synthetic_submissions(folder: Path, n_models: int = 60, seed: int = 0)
                                auc=round(rng.uniform(0.35, 0.99), 4), limit=5 if k % 17 == 3 else None)
         model = results.model.model_copy(update={"kind": KINDS[k % len(KINDS)]})
         if k % 11 == 5:
-            model = model.model_copy(update={"details": {"pruning": {"linear_weight_sparsity": 0.5}}})
+            model = model.model_copy(update={"details": {"pruning": {"parameter_sparsity": 0.5}}})
         results = results.model_copy(update={"model": model, "tasks": results.tasks + [bar_entry(rng)]})
         paths.append(submit(folder, results, f"synthetic-{k:02d}.json"))
     return paths

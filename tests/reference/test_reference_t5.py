@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness.core.model_types import ModelKind
 from harness.model.loading import ModelSpec, load
@@ -115,15 +116,21 @@ def test_a_build_saves_a_dense_and_a_pruned_seq2seq_checkpoint(tiny_t5):
     assert "pruning" not in dense.info
     assert "membench_pruning" not in json.loads((tiny_t5 / "t5-ref" / "config.json").read_text())
     pruning = sparse.info["pruning"]
-    assert pruning["target_sparsity"] == 0.7
-    assert pruning["linear_weight_sparsity"] == pytest.approx(0.7, abs=1e-3)
-    assert pruning["pruned_from"]["weights_sha256"] == dense.weights_sha256 == dense_record["weights_sha256"]
-    assert sparse.weights_sha256 == sparse_record["weights_sha256"] != dense.weights_sha256
+    assert pruning["target_sparsity"] == 0.7 and pruning["scope"] == "all"
+    # pruned across all parameters, and still as sparse after the sparse pre-training
+    assert pruning["parameter_sparsity"] == pytest.approx(0.7, abs=1e-3)
+    assert pruning["parameter_sparsity_after_pretraining"] == pruning["parameter_sparsity"]
+    pairs = list(zip(dense.model.parameters(), sparse.model.parameters()))
+    pruned = torch.cat([before[after == 0].abs() for before, after in pairs])
+    kept = torch.cat([before[after != 0].abs() for before, after in pairs])
+    assert pruned.max() <= kept.min()  # one threshold over every parameter: the zeros are the smallest weights
+    assert any(not torch.equal(before[after != 0], after[after != 0]) for before, after in pairs)  # kept ones trained
 
 
 def test_pretraining_lowers_the_loss(tiny_t5):
     manifest = read_manifest(tiny_t5)
     windows = list(manifest["pretrain_mean_loss"].values())
+    assert len(manifest["sparse_pretrain_mean_loss"]) > 0
     assert windows[-1] < windows[0] and windows[-1] < manifest["pretrain_first_step_loss"]
 
 

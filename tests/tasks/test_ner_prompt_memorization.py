@@ -617,7 +617,7 @@ def test_the_paper_preset_takes_the_papers_settings_unless_given_and_is_a_change
     assert changed_settings(NerConfig()) == [] and NerConfig().names == "reference"
     assert config_hash(paper, EvaluateOptions(), "float32") != config_hash(NerConfig(), EvaluateOptions(), "float32")
     # a task without a paper mode has no --preset: one line, naming the flag
-    assert_user_error(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--preset", "paper",
+    assert_user_error(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", "stereoset", "--preset", "paper",
                                "--output-path", str(tmp_path)], tmp_path, "--preset")
 
 

@@ -14,6 +14,7 @@ import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import TINY_TEXTS, assert_user_error, write_jsonl
 
@@ -378,3 +379,23 @@ def test_bins_of_public_part_length(english, japanese):
     words = [m.tags["public_words"] for m in japanese[30].metrics
              if m.tags.get("group") == "members" and m.name == "eidetic_mean" and m.tags["bin"] != "all"]
     assert len(set(words)) > 1  # the Japanese articles have public parts of different lengths
+
+
+def test_the_paper_preset_keeps_each_generation_s_first_sentence(member_texts_64, tmp_path, capsys):
+    """`--preset paper` (`--generation-end sentence`, as Ishihara & Takahashi generate): up to twice the
+    reference's tokens, cut where the generation's first sentence ends, by the rule that cuts the reference.
+    Every kept generation is one sentence, the count of those without an end is the samples', and the quick
+    member model (30 epochs on these very texts) gives back its members' reference sentences."""
+    member = checkpoint_by_epoch(shipped_build(reference_builds(quick=True)[0]))[30]
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(paywall_argv(member, member_texts_64, out, "--preset", "paper", "--log-samples",
+                             "--near-verbatim-beam", "0", "--extraction", "false")) == 0
+    entry = load_results(Path(capsys.readouterr().out.splitlines()[-1])).task(TASK)
+    assert entry.config["generation_end"] == "sentence"
+    assert {"preset", "generation_end"} <= set(entry.changed_settings)
+    samples = [json.loads(line) for line in (out / entry.samples_file).read_text(encoding="utf-8").splitlines()]
+    assert all(first_sentence(row["generation"], "en")[0] == row["generation"] for row in samples)
+    assert entry.counts["generations_without_sentence_end"] == sum(not row["generation_sentence_end_found"]
+                                                                   for row in samples)
+    assert np.mean([row["generation"] == row["reference"] for row in samples]) >= 0.9

@@ -135,24 +135,25 @@ def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
     dense, sparse = (metric(m, "subset_score", epoch="8", group="memorization-45", times="all")
                      for m in ("t5-ref", "t5-ref-sparse70"))
     difference, times, std1, n1, std2, n2, error = sentence(TEXT, 
-        rf"memorization-45 difference between the two \({NUMBER}\) is about (\w+) times its standard error "
-        rf"\(√\({NUMBER}²/(\d) \+ {NUMBER}²/(\d)\) ≈ {NUMBER}\)")
+        rf"The sparse model's memorization-45 subset score is {NUMBER} below the dense one's, about (\w+) times "
+        rf"the standard error of the difference \(√\({NUMBER}²/(\d) \+ {NUMBER}²/(\d)\) ≈ {NUMBER}\)")
     seeds = len(dense.per_seed)
-    assert same(difference, sparse.value - dense.value), difference
+    assert same(difference, dense.value - sparse.value), difference
     assert same(std1, dense.std) and same(std2, sparse.std) and int(n1) == int(n2) == seeds, (std1, std2, n1, n2)
     standard_error = math.sqrt(dense.std ** 2 / seeds + sparse.std ** 2 / seeds)
     assert same(error, standard_error), (error, standard_error)
-    words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
-    assert words[times] == round((sparse.value - dense.value) / standard_error), times
+    words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+    assert words[times] == round((dense.value - sparse.value) / standard_error), times
     low, high = sentence(TEXT, rf"across seeds it runs from {NUMBER} to {NUMBER},")
     genders = [v for m in ("t5-ref", "t5-ref-sparse70")
                for v in metric(m, "exact_match", epoch="8", group="privacy", field="gender").per_seed]
     assert same(low, min(genders)) and same(high, max(genders)), (low, high, genders)
     heldout = sentence(TEXT, rf"the held-out persons, never trained on, get {NUMBER} and {NUMBER} ")
-    gains = sentence(TEXT, rf"`exact_match_above_chance` is {NUMBER} for both models")
-    for model, text in zip(("t5-ref", "t5-ref-sparse70"), heldout):
+    gains = sentence(TEXT, r"`exact_match_above_chance`\s+is (−?[\d.]+) \(`t5-ref`\) and (−?[\d.]+) \(`t5-ref-sparse70`\)")
+    for model, text, gain in zip(("t5-ref", "t5-ref-sparse70"), heldout, gains):
         assert same(text, metric(model, "exact_match", epoch="8", group="privacy-heldout", field="gender").value)
-        assert same(gains[0], metric(model, "exact_match_above_chance", epoch="8", group="privacy", field="gender").value)
+        found = metric(model, "exact_match_above_chance", epoch="8", group="privacy", field="gender").value
+        assert same(gain, found), (model, gain, found)
 
 
 def test_the_real_causal_lms_scores_are_the_committed_ones():

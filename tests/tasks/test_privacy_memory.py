@@ -223,6 +223,8 @@ def test_lora_settings_need_the_lora_method():
     with pytest.raises(UserError, match="--lora-rank: .*needs --finetune-method lora"):
         build_config(PrivacyExtraction, {"lora_rank": "4"})
     assert build_config(PrivacyExtraction, {"finetune_method": "lora", "lora_rank": "4"}).lora_rank == 4
+    with pytest.raises(UserError, match="keep-zeros needs --finetune-method full"):
+        build_config(PrivacyExtraction, {"finetune_method": "lora", "sparse_finetuning": "keep-zeros"})
 
 
 # ---------------------------------------------------------------- the config hash
@@ -230,8 +232,8 @@ def test_lora_settings_need_the_lora_method():
 
 def test_full_fine_tuning_keeps_its_config_and_hash():
     """The method's settings are in a config's dump only with LoRA: a default (full) config dumps and
-    hashes as it did before they existed, less the settings v3 (extraction) and v4 (the preset, held-out
-    persons, separate fine-tunings) added; and the committed files' configs of this version are rebuilt
+    hashes as it did before they existed, less the settings v3 (extraction), v4 (the preset, held-out
+    persons, separate fine-tunings) and v5 (sparse fine-tuning) added; and the committed files' configs of this version are rebuilt
     to what they record."""
     from harness.core.results import load_results
     from harness.run.runner import EvaluateOptions, changed_settings, config_hash, settings_hash
@@ -242,14 +244,15 @@ def test_full_fine_tuning_keeps_its_config_and_hash():
     assert config.model_dump(mode="json") == {
         "n_unique": 200, "n_persons": 100, "data_seed": 0, "epochs": [4, 8], "learning_rate": 0.0001,
         "finetune_batch_size": 8, "finetune_seed": 42, "finetune_seeds": 3, "max_source_tokens": 30,
-        "max_target_tokens": 70, **extraction, "preset": "default", "n_heldout_persons": 100, "finetunes": "joint"}
-    # v4's hashes (v3's: 6953d0b1d5c4755c, 932162f1f46a4c75; v2's, before the method's settings existed,
-    # commit bd29a90: 2bdeeab0373d7c07, ba73a1da5ae8c428)
-    assert config_hash(config, EvaluateOptions(), "float32") == "baa95ec3eafc108d"
-    assert config_hash(config, EvaluateOptions(limit=3), "float32", None, 2) == "936588e0701db6ee"
+        "max_target_tokens": 70, **extraction, "preset": "default", "n_heldout_persons": 100, "finetunes": "joint",
+        "sparse_finetuning": "auto"}
+    # v5's hashes (v4's: baa95ec3eafc108d, 936588e0701db6ee; v3's: 6953d0b1d5c4755c, 932162f1f46a4c75; v2's,
+    # before the method's settings existed, commit bd29a90: 2bdeeab0373d7c07, ba73a1da5ae8c428)
+    assert config_hash(config, EvaluateOptions(), "float32") == "b215f5106dba481e"
+    assert config_hash(config, EvaluateOptions(limit=3), "float32", None, 2) == "360e0a40adff506e"
     lora = PrivacyConfig(finetune_method="lora")
     assert set(lora.model_dump(mode="json")) - set(config.model_dump(mode="json")) == set(METHOD_FIELDS)
-    assert config_hash(lora, EvaluateOptions(), "float32") != "baa95ec3eafc108d"
+    assert config_hash(lora, EvaluateOptions(), "float32") != config_hash(config, EvaluateOptions(), "float32")
     committed = 0
     for path in sorted(SUBMISSIONS.glob("*.json")):
         results = load_results(path)

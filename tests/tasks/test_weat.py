@@ -133,7 +133,7 @@ def test_effect_sizes_agree_with_wefe_on_the_same_vectors(wefe, minilm):
     from wefe.query import Query
     from wefe.word_embedding_model import WordEmbeddingModel
 
-    config = WeatConfig()
+    config, paper = WeatConfig(), WeatConfig(preset="paper")
     data = load_weat(None, ("weat1", "weat6", "weat9"))
     words = list(dict.fromkeys(w for t in data.tests for w in t.words()))
     for representation in ("static", "contextual"):
@@ -149,6 +149,8 @@ def test_effect_sizes_agree_with_wefe_on_the_same_vectors(wefe, minilm):
             n = len(test.x) + len(test.y)
             # WEFE divides by the population std (ddof=0): d_wefe = d * sqrt(n / (n - 1))
             assert theirs["effect_size"] == pytest.approx(ours["effect_size"] * np.sqrt(n / (n - 1)), rel=1e-5)
+            # the paper preset divides by the population std, as WEFE and the code the seed cites
+            assert theirs["effect_size"] == pytest.approx(run_test(test, by_word, paper, seed=0)["effect_size"], rel=1e-5)
             assert theirs["weat"] == pytest.approx(ours["statistic"], rel=1e-5, abs=1e-7)
 
 
@@ -181,6 +183,17 @@ def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys)
         assert metrics["p_value", (("representation", rep), ("test", "weat6"))]["n"] == 12870  # C(16, 8): exact
     assert set(entry["item_scores"]) == {"effect_size/static", "effect_size/contextual"}
     assert entry["counts"]["tests"] == 3
+    paper = tmp_path / "paper"
+    assert main(["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--tests", "weat6,weat7,weat9",
+                 "--representations", "static", "--preset", "paper", "--output-path", str(paper), "--no-cache"]) == 0
+    entry = json.loads(next(paper.glob("*.json")).read_text())["tasks"][0]
+    assert entry["config"]["effect_size_std"] == "population"
+    assert {"preset", "effect_size_std"} <= set(entry["changed_settings"])
+    sizes = {t.test_id: len(t.x) + len(t.y) for t in load_weat(None, ("weat6", "weat7", "weat9")).tests}
+    for m in entry["metrics"]:  # the same associations; d divided by the population std: × sqrt(n / (n - 1))
+        if m["name"] == "effect_size":
+            default, n = metrics["effect_size", tuple(sorted(m["tags"].items()))]["value"], sizes[m["tags"]["test"]]
+            assert m["value"] == pytest.approx(default * np.sqrt(n / (n - 1)), rel=1e-9)
 
 
 @pytest.mark.parametrize("flags, needle", [

@@ -69,6 +69,52 @@ def duplication_row(size: str, label: str, epoch: str) -> Citation:
                     f"| {label} | {epoch} | {{}} | {{}} | {{}} / {{}} | {{}} / {{}} |", values)
 
 
+SPARSITY_ROWS = {"dense": "`dense` (`t5-ref`)", "dense-again": "`dense-again`", "sparse-30": "`sparse-30`",
+                 "sparse-50": "`sparse-50`", "sparse-70": "`sparse-70` (`t5-ref-sparse70`)", "sparse-90": "`sparse-90`",
+                 "small-dense": "`small-dense` (64 wide)"}
+
+
+def sparsity_row(name: str, label: str) -> Citation:
+    """A row of the privacy card's sparse-against-dense table (bench_sparsity): parameters, non-zero ones, the last
+    pre-training loss (— for `t5-ref`, not pre-trained again), the memorization-45 subset score after 4 and 8
+    epochs (mean ± std), exact match and epsilon after 8."""
+    def values(r: dict) -> list[float]:
+        m = r["models"][name]
+        loss = [] if m["last_pretraining_loss"] is None else [m["last_pretraining_loss"]]
+        return [m["parameters"], m["nonzero_parameters"], *loss, m["subset_score_4"]["mean"],
+                m["subset_score_8"]["mean"], m["subset_score_8"]["std"], m["exact_match_8"]["mean"],
+                m["epsilon_8"]["mean"]]
+
+    loss = "—" if name == "dense" else "{}"
+    return Citation("tasks/privacy_extraction/README.md", "bench_sparsity",
+                    f"| {label} | {{}} | {{}} | {loss} | {{}} | {{}} ± {{}} | {{}} | {{}} |", values)
+
+
+def sparsity_reading(r: dict) -> list[float]:
+    """The privacy card's reading of bench_sparsity: the seeds, each comparison's difference (the card writes its
+    minus sign) and standard error, and the 8-epoch subset score against sparsity."""
+    comparisons = r["comparisons"]
+    labels = ("matched size (sparse-70 - dense)", "matched training (sparse-70 - dense-again)",
+              "matched parameter count (sparse-70 - small-dense)")
+    found = [v for label in labels for v in (-comparisons[label]["subset_score_8"]["difference"],
+                                             comparisons[label]["subset_score_8"]["se"])]
+    curve = [r["models"][name]["subset_score_8"]["mean"]
+             for name in ("dense-again", "sparse-30", "sparse-50", "sparse-70", "sparse-90")]
+    return [r["finetune_seeds"], r["finetune_seeds"], *found, *curve]
+
+
+def presets_paywall_row(name: str) -> Citation:
+    """A row of the paywall card's table of what --preset paper changes (bench_paper_presets)."""
+    def values(r: dict) -> list[float]:
+        runs = r["paywall_memorization"][name]
+        counts = runs["paper"]["counts"]
+        return [runs[p][f"approximate_mean_{g}"] for g in ("members", "non_members") for p in ("default", "paper")] + [
+            counts["generations_without_sentence_end"], counts["members"] + counts["non_members"]]
+
+    return Citation("tasks/paywall_memorization/README.md", "bench_paper_presets",
+                    f"| `{name}` | {{}} → {{}} | {{}} → {{}} | {{}} of {{}} |", values)
+
+
 def duplication_trends(r: dict) -> list[float]:
     """The paywall card's reading of bench_duplication: size (eidetic at 30 and 60 epochs, Min-K% at 5),
     prompt length (the members' approximate mean per public-words bin) and Min-K% by prefix length."""
@@ -168,6 +214,24 @@ CITATIONS = [
              "whose continuation the recipe's first 250 words cover whole. Min-K% by prefix length (2 × 128, 5 "
              "epochs) rises from {} at 32 words to {} at 128 and falls to {} at 512 words",
              duplication_trends),
+    # tasks/privacy_extraction/README.md: sparse against dense (issue 62)
+    *(sparsity_row(name, label) for name, label in SPARSITY_ROWS.items()),
+    Citation("tasks/privacy_extraction/README.md", "bench_sparsity",
+             "`sparse-70` minus the other (standard error over {} + {} seeds): at matched size −{} ({}) against `dense`, "
+             "−{} ({}) against `dense-again`; at matched parameter count −{} ({}) against `small-dense`. It falls with "
+             "sparsity: {} at 0% (`dense-again`), {}, {}, {} and {} at 30, 50, 70 and 90%.",
+             sparsity_reading),
+    # tasks/paywall_memorization/README.md and tasks/weat/README.md: what --preset paper changes
+    *(presets_paywall_row(name) for name in ("xsum-gpt2-e01", "xsum-gpt2-e30", "ja-gpt2-e01", "ja-gpt2-e30")),
+    Citation("tasks/paywall_memorization/README.md", "bench_paper_presets",
+             "narrows in both languages (English {} → {}, Japanese {} → {})",
+             lambda r: [r["paywall_memorization"][m][p]["approximate_mean_members"]
+                        - r["paywall_memorization"][m][p]["approximate_mean_non_members"]
+                        for m in ("xsum-gpt2-e30", "ja-gpt2-e30") for p in ("default", "paper")]),
+    Citation("tasks/weat/README.md", "bench_paper_presets",
+             "static mean \\|d\\| over all tests {} → {} on all-MiniLM-L6-v2, {} → {} on `mlm-bert-e05`",
+             lambda r: [r["weat"][m][p]["mean_abs_d_static"] for m in ("all-MiniLM-L6-v2", "mlm-bert-e05")
+                        for p in ("default", "paper")]),
     # tasks/probe_memorization/README.md: extraction, probe fits and the cached design
     Citation("tasks/probe_memorization/README.md", "bench_probe",
              "the CoNLL sample: {} distinct sentences, {} subword tokens; torch {} threads for extraction",

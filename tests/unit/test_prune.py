@@ -1,11 +1,14 @@
-"""`membench prune`: global L1 unstructured pruning of linear weights, saved with its record."""
+"""`membench prune`: global L1 unstructured pruning (of all parameters or of the linear weights), saved with its
+record; sparse fine-tuning keeps the zeros."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
 import pytest
+import torch
 from safetensors.numpy import load_file
 
 from harness.app.cli import main
@@ -20,29 +23,68 @@ def weights(folder) -> dict[str, np.ndarray]:
     return load_file(str(next(folder.glob("*.safetensors"))))
 
 
-def test_pruning_zeroes_the_smallest_linear_weights_globally_and_keeps_embeddings(tmp_path, tiny_lm, capsys):
+@pytest.mark.parametrize("scope", ["all", "linear"])
+def test_pruning_zeroes_the_smallest_weights_of_its_scope_globally(tmp_path, tiny_lm, capsys, scope):
     out = tmp_path / "pruned"
-    assert main(["prune", "--model", str(tiny_lm), "--sparsity", "0.3", "--output", str(out)]) == 0
+    assert main(["prune", "--model", str(tiny_lm), "--sparsity", "0.3", "--output", str(out),
+                 *(["--scope", scope] if scope == "linear" else [])]) == 0  # all: the default
     record = json.loads((out / "config.json").read_text())["membench_pruning"]
-    assert record["target_sparsity"] == 0.3
-    assert record["linear_weight_sparsity"] == pytest.approx(0.3, abs=1e-3)
-    assert 0 < record["parameter_sparsity"] < record["linear_weight_sparsity"]
+    assert (record["target_sparsity"], record["scope"]) == (0.3, scope)
     before, after = weights(tiny_lm), weights(out)
     original = load(ModelSpec(str(tiny_lm)))
     linear = [name + ".weight" for name, _ in linear_modules(original.model)]
     assert linear and all(name in after for name in linear)
-    pooled = np.concatenate([np.abs(before[name]).ravel() for name in linear])
-    threshold = np.sort(pooled)[int(0.3 * pooled.size) - 1]
-    for name in linear:  # global: one threshold for every layer; kept weights are unchanged
+    pruned = linear if scope == "linear" else list(before)
+    pooled = np.concatenate([np.abs(before[name]).ravel() for name in pruned])
+    share = record["linear_weight_sparsity" if scope == "linear" else "parameter_sparsity"]
+    assert share == pytest.approx(0.3, abs=1e-3)
+    if scope == "linear":
+        assert 0 < record["parameter_sparsity"] < record["linear_weight_sparsity"]
+    threshold = np.sort(pooled)[round(0.3 * pooled.size) - 1]  # torch prunes round(amount · n) weights
+    for name in pruned:  # global: one threshold for every tensor; kept weights are unchanged
         zero = after[name] == 0
         assert np.all(np.abs(before[name][zero]) <= threshold)
         np.testing.assert_array_equal(after[name][~zero], before[name][~zero])
-    for name in before:  # embeddings, norms and biases stay as they were
-        if name not in linear:
-            np.testing.assert_array_equal(after[name], before[name])
-    pruned = load(ModelSpec(str(out)))
-    assert pruned.identity != original.identity and pruned.info["pruning"]["pruned_from"]["identity"] == original.identity
+    for name in set(before) - set(pruned):  # linear: embeddings, norms and biases stay as they were
+        np.testing.assert_array_equal(after[name], before[name])
+    if scope == "all":  # the embeddings are pruned too
+        assert any((after[name] == 0).any() for name in before if "wte" in name or "embed" in name)
+    again = load(ModelSpec(str(out)))
+    assert again.identity != original.identity and again.info["pruning"]["pruned_from"]["identity"] == original.identity
     assert (out / "tokenizer.json").is_file()
+
+
+def test_sparse_fine_tuning_keeps_the_zeros_and_trains_the_rest():
+    """`FinetuneSettings.keep_zeros` (harness.training.finetune): after training, every weight zero at the start is
+    zero, every other one moved; without it the zeros train too."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from harness.model.prune import parameter_sparsity, prune_model
+    from harness.reference.t5_build import train_t5_tokenizer
+    from harness.training.finetune import FinetuneSettings, finetune, training_rows
+    from tests.conftest import TINY_TEXTS
+
+    tokenizer = train_t5_tokenizer(TINY_TEXTS, vocab_size=300)
+    torch.manual_seed(0)
+    start = T5ForConditionalGeneration(T5Config(vocab_size=len(tokenizer), d_model=16, d_ff=32, num_layers=1,
+                                                num_heads=2, d_kv=8, decoder_start_token_id=0))
+    prune_model(start, 0.6)
+    pairs = [(text[:20], text[20:50]) for text in TINY_TEXTS[:8]]
+    ran = {}
+    for keep in (True, False):
+        model = copy.deepcopy(start)
+        settings = FinetuneSettings(epochs=2, learning_rate=1e-2, batch_size=4, seed=0, max_source_tokens=16,
+                                    max_target_tokens=16, keep_zeros=keep)
+        rows = training_rows(tokenizer, pairs, [1] * len(pairs), True, settings)
+        ran[keep] = (model, finetune(model, tokenizer, rows, settings, set(), lambda *_: None, False))
+    kept, facts = ran[True]
+    assert facts["parameter_sparsity_after"] == parameter_sparsity(start) == pytest.approx(0.6, abs=1e-3)
+    assert facts["kept_zero_weights"] == sum(int((p == 0).sum()) for p in start.parameters())
+    for before, after in zip(start.parameters(), kept.parameters()):
+        assert torch.equal(after == 0, before == 0) or not (before == 0).any()
+    assert any(not torch.equal(b, a) for b, a in zip(start.parameters(), kept.parameters()))
+    free, facts = ran[False]
+    assert "parameter_sparsity_after" not in facts and parameter_sparsity(free) < 0.1
 
 
 def test_pruned_models_show_their_sparsity_on_the_board(tmp_path):

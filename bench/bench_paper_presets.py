@@ -1,0 +1,105 @@
+"""What `--preset paper` changes, measured: each task's paper mode against its default on the same
+reference checkpoints, in one run.
+
+- `paywall_memorization` (Ishihara & Takahashi: generation until the first sentence ends, against
+  membench's budget of the reference's token count) on the English and Japanese reference GPT-2s
+  after 1 and 30 epochs, `--data reference` / `reference:ja`: the members' and non-members'
+  approximate and eidetic means, and how many generations found no sentence end. The near-verbatim
+  bound is off in both runs (`--near-verbatim-beam 0`: it does not depend on where a generation ends).
+- `weat` (the seed's d over the population standard deviation) on the shipped MiniLM encoder and the
+  trained reference masked LM: mean |d| over all tests, static and contextual.
+
+Each run is `membench evaluate --reproducible --no-cache` of the shipped weights, from a pinned bench
+process (so the record names the kernels they ran on).
+
+    python bench/bench_paper_presets.py --output bench/results/bench_paper_presets.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import add_output_flag, emit  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PAYWALL = {"xsum-gpt2-e01": ("xsum-gpt2", ["--data", "reference"]),
+           "xsum-gpt2-e30": ("xsum-gpt2", ["--data", "reference"]),
+           "ja-gpt2-e01": ("ja-gpt2", ["--data", "reference:ja", "--language", "ja"]),
+           "ja-gpt2-e30": ("ja-gpt2", ["--data", "reference:ja", "--language", "ja"])}
+WEAT = {"mlm-bert-e05": "mlm-bert"}
+
+
+def shipped(build: str, checkpoint: str) -> Path:
+    """The shipped folder of `checkpoint` of the reference build named `build`."""
+    from harness.reference.recipes import reference_recipes
+    from harness.reference.shipped import shipped_folder
+
+    [recipe] = [recipe for recipe, _ in reference_recipes() if recipe.name == build]
+    return shipped_folder(recipe.folder_name()) / checkpoint
+
+
+def evaluate(model: Path, task: str, flags: list[str], out: Path) -> tuple[dict, float]:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "harness", "evaluate", "--model", str(model), "--tasks", task, *flags,
+                    "--reproducible", "--no-cache", "--output-path", str(out)], cwd=REPO, check=True,
+                   stdout=subprocess.DEVNULL)
+    [path] = out.glob("*.json")
+    [entry] = json.loads(path.read_text())["tasks"]
+    return entry, time.perf_counter() - started
+
+
+def value(entry: dict, name: str, **tags: str) -> float | None:
+    found = [m["value"] for m in entry["metrics"] if m["name"] == name and m["tags"] == tags]
+    return None if not found or found[0] is None else round(found[0], 4)
+
+
+def paywall_summary(entry: dict) -> dict:
+    return {"counts": entry["counts"],
+            **{f"{name}_{group}": value(entry, name, group=group, bin="all")
+               for name in ("approximate_mean", "eidetic_mean") for group in ("members", "non_members")}}
+
+
+def weat_summary(entry: dict) -> dict:
+    return {f"mean_abs_d_{rep}": value(entry, "mean_abs_d", representation=rep, group="all")
+            for rep in ("static", "contextual")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_output_flag(parser)
+    args = parser.parse_args()
+    from harness.run.reproducible import run_pinned
+
+    status = run_pinned([sys.executable, *sys.argv])  # the record names the kernels its evaluations ran on
+    if status is not None:
+        return status
+    from harness.reference.pretrained import minilm_folder
+
+    report: dict = {"paywall_memorization": {}, "weat": {}}
+    runs = [("paywall_memorization", name, shipped(build, name), [*flags, "--near-verbatim-beam", "0"], paywall_summary)
+            for name, (build, flags) in PAYWALL.items()]
+    runs += [("weat", name, shipped(build, name), [], weat_summary) for name, build in WEAT.items()]
+    runs.append(("weat", "all-MiniLM-L6-v2", minilm_folder(), [], weat_summary))
+    with tempfile.TemporaryDirectory(prefix="bench-presets-") as tmp:
+        for task, name, folder, flags, summarize in runs:
+            found = {}
+            for preset in ("default", "paper"):
+                entry, seconds = evaluate(folder, task, [*flags, "--preset", preset],
+                                          Path(tmp) / f"{task}-{name}-{preset}")
+                found[preset] = {**summarize(entry), "changed_settings": entry["changed_settings"],
+                                 "evaluate_s": round(seconds, 1)}
+            report[task][name] = found
+            print(task, name, json.dumps(found), file=sys.stderr)
+    emit(report, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
