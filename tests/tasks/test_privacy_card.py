@@ -14,12 +14,7 @@ from tests.helpers.committed import ROOT, card_table, committed_run, newest_comm
 CARD, TEXT, VERSION = read_card("privacy_extraction")
 NUMBER = r"([\d.]+)"
 
-ENTRIES = newest_committed("privacy_extraction", VERSION)
-# The real causal LMs' runs the card quotes are v3's (v4 scores the persons' fields without their format
-# and adds held-out persons; those runs were not repeated), the reference T5s' are the card's version.
-REAL_VERSION = 3
-ENTRIES |= {name: entry for name, entry in newest_committed("privacy_extraction", REAL_VERSION).items()
-            if not name.startswith("t5-ref")}
+ENTRIES = newest_committed("privacy_extraction", VERSION)  # the reference T5s' and the real causal LMs' runs
 
 
 def run_of(model: str) -> tuple[str, int, str]:
@@ -157,12 +152,14 @@ def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
 
 
 def test_the_real_causal_lms_scores_are_the_committed_ones():
-    smollm = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before\), privacy fields mostly their "
-                      rf"format \(gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}\), "
-                      rf"epsilon {NUMBER}\.")
+    """After 1 epoch: the memorization-45 subset score (and before; gemma's for the secrets seen 5 times too), each
+    field's score against the held-out persons' (gender exact match, URL and SSN subset scores), epsilon."""
+    persons = (rf"gender exact match {NUMBER} against {NUMBER} for the held-out persons, URL subset score {NUMBER} "
+               rf"against {NUMBER}, SSN {NUMBER} against {NUMBER}; epsilon {NUMBER}\.")
+    smollm = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before\), and nothing of its persons "
+                            rf"beyond chance: " + persons)
     gemma = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before; {NUMBER} for the secrets seen 5 "
-                     rf"times\), gender exact match {NUMBER}, URL subset score {NUMBER}, SSN {NUMBER}, "
-                     rf"epsilon {NUMBER}\.")
+                           rf"times\), " + persons)
     steps = sentence(TEXT, r"(\d+) steps of batch 8 at ") + sentence(TEXT, r"(\d+) steps at [\d.]+ s a step")
     for model, texts, step in (("SmolLM2-135M-Instruct.Q4_1", smollm, steps[0]),
                                ("gemma-3-270m-q4_k_m", gemma, steps[1])):
@@ -171,12 +168,11 @@ def test_the_real_causal_lms_scores_are_the_committed_ones():
         assert entry.config["learning_rate"] == 1e-4 and entry.info["finetuning"]["steps"] == int(step), model
         wanted = [metric(model, "subset_score", epoch="1", group="memorization-45", times="all"),
                   metric(model, "subset_score", epoch="0", group="memorization-45", times="all")]
-        if len(texts) == 7:
+        if len(texts) == 10:
             wanted.append(metric(model, "subset_score", epoch="1", group="memorization-45", times="5"))
-        wanted += [metric(model, "exact_match", epoch="1", group="privacy", field="gender"),
-                   metric(model, "subset_score", epoch="1", group="privacy", field="url"),
-                   metric(model, "subset_score", epoch="1", group="privacy", field="ssn"),
-                   metric(model, "epsilon", epoch="1", group="unique")]
+        for name, field in (("exact_match", "gender"), ("subset_score", "url"), ("subset_score", "ssn")):
+            wanted += [metric(model, name, epoch="1", group=group, field=field) for group in ("privacy", "privacy-heldout")]
+        wanted.append(metric(model, "epsilon", epoch="1", group="unique"))
         for text, found in zip(texts, wanted, strict=True):
             assert same(text, found.value), (model, found.name, found.tags, text, found.value)
 
@@ -279,7 +275,7 @@ def test_the_real_causal_lms_times_are_the_committed_ones():
 
     defaults = PrivacyConfig()
     smollm = sentence(TEXT, rf"committed, marked ‡ on the board\): ([\d,]+) s, peak RSS {NUMBER} GB \(the weights.*? "
-                            rf"(\d+) steps of batch 8 at {NUMBER} s a step; an evaluation of the 345 secrets \(greedy outputs, "
+                            rf"(\d+) steps of batch 8 at {NUMBER} s a step; an evaluation of the 445 secrets and held-out persons \(greedy outputs, "
                             rf"log-probabilities, p_z\) takes {NUMBER} s before fine-tuning and {NUMBER} s after\..*? "
                             rf"The defaults \(8 epochs, 3 seeds: "
                             rf"([\d,]+) steps and (\d) evaluations\) would take about {NUMBER} hours on this machine")
@@ -300,4 +296,4 @@ def test_the_real_causal_lms_times_are_the_committed_ones():
                   steps, 1 + checkpoints, hours]
         for text, value in zip(texts, wanted, strict=True):
             assert same(text, value), (model, text, value)
-        assert run_of(model) == ("2026-11-27", 2, "AVX512"), model
+        assert run_of(model) == ("2026-11-28", 2, "AVX512"), model

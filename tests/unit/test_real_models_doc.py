@@ -143,21 +143,23 @@ def test_the_table_has_a_row_for_every_committed_real_task_and_no_other():
 
 
 def test_the_dates_are_the_files():
-    """'2026-11-26 (the MiniLM run 2026-11-25; the finetune_memorization rows, version 3, the mink_membership rows,
-    version 8, and the privacy_extraction rows, version 3, 2026-11-27 ...)': the table's files, the MiniLM file and
-    the newer rows' files were written then, at those versions."""
+    """'2026-11-26 (the MiniLM run 2026-11-28; the finetune_memorization rows, version 4, and the mink_membership
+    rows, version 10, 2026-11-27 ...; the privacy_extraction rows, version 5, 2026-11-28 ...)': the table's files,
+    the MiniLM file and the newer rows' files were written then, at those versions."""
     stated = re.search(r"on 2 cores of an AMD EPYC \(AVX2\), (\d{4}-\d\d-\d\d) \(the MiniLM\s+run (\d{4}-\d\d-\d\d); "
-                       r"the\s+finetune_memorization\s+rows, version (\d+), the\s+mink_membership\s+rows, "
-                       r"version (\d+),\s+and\s+the\s+privacy_extraction\s+rows, version (\d+),\s+(\d{4}-\d\d-\d\d)", DOC)
+                       r"the\s+finetune_memorization\s+rows, version (\d+), and\s+the\s+mink_membership\s+rows, "
+                       r"version (\d+),\s+(\d{4}-\d\d-\d\d) [^;]*;\s+the\s+privacy_extraction\s+rows,\s+version (\d+),\s+"
+                       r"(\d{4}-\d\d-\d\d)", DOC)
     assert stated, "the section's dates"
-    newer_tasks = {"finetune_memorization": stated.group(3), "mink_membership": stated.group(4),
-                   "privacy_extraction": stated.group(5)}
+    newer = {"finetune_memorization": (stated.group(3), stated.group(5)),
+             "mink_membership": (stated.group(4), stated.group(5)),
+             "privacy_extraction": (stated.group(6), stated.group(7))}
     rows = {(MODELS[row["model"]], task_name(row["task"])) for row in ROWS}
-    newer = {key for key in rows if key[1] in newer_tasks}
-    assert {ENTRIES[key][0] for key in rows - newer} == {stated.group(1)}
-    assert {ENTRIES[key][0] for key in newer} == {stated.group(6)}
-    versions = {task: {str(ENTRIES[key][1].version) for key in newer if key[1] == task} for task in newer_tasks}
-    assert versions == {task: {version} for task, version in newer_tasks.items()}
+    assert {ENTRIES[key][0] for key in rows if key[1] not in newer} == {stated.group(1)}
+    for task, (version, date) in newer.items():
+        keys = {key for key in rows if key[1] == task}
+        assert keys and {ENTRIES[key][0] for key in keys} == {date}, task
+        assert {str(ENTRIES[key][1].version) for key in keys} == {version}, task
     assert {ENTRIES[key][0] for key in OMITTED} == {stated.group(2)}
 
 
