@@ -16,7 +16,7 @@ TINY_SENTENCES = ["Anna Berg met Tom Diaz in Oslo .", "The bank said profits ros
 
 # A T5 build small enough to pre-train in seconds.
 TINY_T5 = T5BuildConfig(vocab_size=300, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, pretrain_steps=12,
-                        batch_size=8, learning_rate=3e-3, max_input_tokens=32)
+                        batch_size=8, learning_rate=3e-3, max_input_tokens=32, sparse_pretrain_steps=4)
 
 
 def save_tiny_ner(folder: Path, labels: tuple[str, ...] = ner_data.LABELS) -> Path:
