@@ -19,8 +19,6 @@ The builds live in a temporary folder and are not shipped.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,27 +26,21 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evaluations import evaluate_pinned, metric_value, rerun_pinned  # noqa: E402
 from record import add_output_flag, emit  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 LENGTHS = ("32", "64", "128", "256", "512")
 
 
 def evaluate(folder: Path, out: Path) -> tuple[dict, float]:
     """mink_membership and paywall_memorization of one checkpoint: the task entries by name, and seconds."""
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "harness", "evaluate", "--model", str(folder), "--tasks",
-                    "mink_membership,paywall_memorization", "--data", "reference", "--attacks",
-                    "loss,zlib,min_k,min_k_pp", "--reproducible", "--no-cache", "--output-path", str(out)],
-                   cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-    [path] = out.glob("*.json")
-    return {t["name"]: t for t in json.loads(path.read_text())["tasks"]}, time.perf_counter() - started
+    return evaluate_pinned(folder, "mink_membership,paywall_memorization",
+                           ["--data", "reference", "--attacks", "loss,zlib,min_k,min_k_pp"], out)
 
 
 def summary(entries: dict) -> dict:
     def value(task: str, name: str, **tags: str) -> float | None:
-        found = [m["value"] for m in entries[task]["metrics"] if m["name"] == name and m["tags"] == tags]
-        return None if not found or found[0] is None else round(found[0], 4)
+        return metric_value(entries[task], name, **tags)
 
     paywall = entries["paywall_memorization"]
     bins = sorted({(m["tags"]["bin"], m["tags"]["public_words"]) for m in paywall["metrics"]
@@ -71,9 +63,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="1x64,2x128", help="model sizes, layers x width")
     add_output_flag(parser)
     args = parser.parse_args()
-    from harness.run.reproducible import run_pinned
-
-    status = run_pinned([sys.executable, *sys.argv])  # builds as `membench reference build` makes them
+    status = rerun_pinned()  # builds as `membench reference build` makes them
     if status is not None:
         return status
     from harness.reference.build import BuildConfig, build, read_manifest

@@ -16,32 +16,19 @@ standard error of an M-MEM under the null (Mann-Whitney: sqrt((n_in + n_out + 1)
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evaluations import evaluate_pinned  # noqa: E402
 from record import add_output_flag, emit  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ("ner-bert-e00", "ner-bert-e06")
 NAMES = ("reference", "reference:shared")
 STRATEGIES = ("opt_best", "opt_worst", "no_prompt", "one_prompt", "mix_prompt", "ept_majority", "ept_mean",
               "ept_weighted")
-
-
-def run(folder: str, names: str, out: Path) -> tuple[dict, float]:
-    """The task's entry of one evaluation, and its wall time in seconds."""
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "harness", "evaluate", "--model", folder, "--tasks",
-                    "ner_prompt_memorization", "--names", names, "--reproducible", "--no-cache",
-                    "--output-path", str(out)], cwd=REPO, check=True)
-    [path] = out.glob("*.json")
-    return json.loads(path.read_text())["tasks"][0], time.perf_counter() - started
 
 
 def summary(entry: dict) -> dict:
@@ -71,7 +58,9 @@ def main() -> int:
             folder = resolve_reference_model(f"reference:{checkpoint}")
             report["checkpoints"][checkpoint] = {}
             for k, names in enumerate(NAMES):
-                entry, seconds = run(folder, names, Path(tmp) / f"{checkpoint}-{k}")
+                entries, seconds = evaluate_pinned(folder, "ner_prompt_memorization", ["--names", names],
+                                                   Path(tmp) / f"{checkpoint}-{k}")
+                entry = entries["ner_prompt_memorization"]
                 report["checkpoints"][checkpoint][names] = {**summary(entry), "wall_s": round(seconds, 1)}
                 print(checkpoint, names, report["checkpoints"][checkpoint][names]["m_mem"], file=sys.stderr)
     trained = report["checkpoints"]["ner-bert-e06"]

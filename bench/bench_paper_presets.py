@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evaluations import evaluate_pinned, metric_value, rerun_pinned  # noqa: E402
 from record import add_output_flag, emit  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 PAYWALL = {"xsum-gpt2-e01": ("xsum-gpt2", ["--data", "reference"]),
            "xsum-gpt2-e30": ("xsum-gpt2", ["--data", "reference"]),
            "ja-gpt2-e01": ("ja-gpt2", ["--data", "reference:ja", "--language", "ja"]),
@@ -45,29 +43,14 @@ def shipped(build: str, checkpoint: str) -> Path:
     return shipped_folder(recipe.folder_name()) / checkpoint
 
 
-def evaluate(model: Path, task: str, flags: list[str], out: Path) -> tuple[dict, float]:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "harness", "evaluate", "--model", str(model), "--tasks", task, *flags,
-                    "--reproducible", "--no-cache", "--output-path", str(out)], cwd=REPO, check=True,
-                   stdout=subprocess.DEVNULL)
-    [path] = out.glob("*.json")
-    [entry] = json.loads(path.read_text())["tasks"]
-    return entry, time.perf_counter() - started
-
-
-def value(entry: dict, name: str, **tags: str) -> float | None:
-    found = [m["value"] for m in entry["metrics"] if m["name"] == name and m["tags"] == tags]
-    return None if not found or found[0] is None else round(found[0], 4)
-
-
 def paywall_summary(entry: dict) -> dict:
     return {"counts": entry["counts"],
-            **{f"{name}_{group}": value(entry, name, group=group, bin="all")
+            **{f"{name}_{group}": metric_value(entry, name, group=group, bin="all")
                for name in ("approximate_mean", "eidetic_mean") for group in ("members", "non_members")}}
 
 
 def weat_summary(entry: dict) -> dict:
-    return {f"mean_abs_d_{rep}": value(entry, "mean_abs_d", representation=rep, group="all")
+    return {f"mean_abs_d_{rep}": metric_value(entry, "mean_abs_d", representation=rep, group="all")
             for rep in ("static", "contextual")}
 
 
@@ -75,9 +58,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_output_flag(parser)
     args = parser.parse_args()
-    from harness.run.reproducible import run_pinned
-
-    status = run_pinned([sys.executable, *sys.argv])  # the record names the kernels its evaluations ran on
+    status = rerun_pinned()  # the record names the kernels its evaluations ran on
     if status is not None:
         return status
     from harness.reference.pretrained import minilm_folder
@@ -91,8 +72,9 @@ def main() -> int:
         for task, name, folder, flags, summarize in runs:
             found = {}
             for preset in ("default", "paper"):
-                entry, seconds = evaluate(folder, task, [*flags, "--preset", preset],
-                                          Path(tmp) / f"{task}-{name}-{preset}")
+                entries, seconds = evaluate_pinned(folder, task, [*flags, "--preset", preset],
+                                                   Path(tmp) / f"{task}-{name}-{preset}")
+                entry = entries[task]
                 found[preset] = {**summarize(entry), "changed_settings": entry["changed_settings"],
                                  "evaluate_s": round(seconds, 1)}
             report[task][name] = found

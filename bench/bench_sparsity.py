@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,9 +37,9 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evaluations import evaluate_pinned, rerun_pinned  # noqa: E402
 from record import add_output_flag, emit  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 TASK_SETTINGS = ["--learning-rate", "0.001", "--max-source-tokens", "40", "--max-target-tokens", "96"]
 COMPARISONS = {  # (sparse side, dense side): what each difference tests
     "matched size (sparse-70 - dense)": ("sparse-70", "dense"),
@@ -77,13 +75,10 @@ def summary(entry: dict) -> dict:
 
 
 def evaluate(folder: Path, out: Path, seeds: int) -> tuple[dict, float]:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "harness", "evaluate", "--model", str(folder), "--tasks",
-                    "privacy_extraction", *TASK_SETTINGS, "--finetune-seeds", str(seeds), "--reproducible",
-                    "--no-cache", "--output-path", str(out)], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-    [path] = out.glob("*.json")
-    [entry] = json.loads(path.read_text())["tasks"]
-    return entry, time.perf_counter() - started
+    """privacy_extraction of one checkpoint at the reference settings with `seeds` seeds: its entry, and seconds."""
+    entries, seconds = evaluate_pinned(folder, "privacy_extraction", [*TASK_SETTINGS, "--finetune-seeds", str(seeds)],
+                                       out)
+    return entries["privacy_extraction"], seconds
 
 
 def difference(a: dict, b: dict) -> dict:
@@ -157,9 +152,7 @@ def main() -> int:
     parser.add_argument("--small", default="64x128", help="the small dense T5's d_model x d_ff")
     add_output_flag(parser)
     args = parser.parse_args()
-    from harness.run.reproducible import run_pinned
-
-    status = run_pinned([sys.executable, *sys.argv])  # builds as `membench reference build` makes them
+    status = rerun_pinned()  # builds as `membench reference build` makes them
     if status is not None:
         return status
     sparsities = [float(s) for s in args.sparsities.split(",")]
