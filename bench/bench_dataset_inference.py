@@ -248,7 +248,7 @@ def null_shape(x: np.ndarray, permutations: int = 2000) -> dict:
     of its values that a normal fitted to 99 others (as a moment-matched p-value would be) puts at p <= 0.05."""
     labels = halving(0, len(x))
     found = di.combined(x, labels, di.SPLITS, permutations, min(labels.sum(), len(labels) - labels.sum()) // 2,
-                        np.random.default_rng(0), di.CLIP_FRACTION, False)
+                        np.random.SeedSequence(0), di.CLIP_FRACTION, False)
     null = found.null
     standard = (null - null.mean()) / null.std(ddof=1)
     rng = np.random.default_rng(1)
@@ -323,7 +323,9 @@ def truth(x: np.ndarray, labels: np.ndarray, texts: list[str], names: list[str],
     top = sorted(result.weights.items(), key=lambda kv: -abs(kv[1]))[:4]
     finite = np.isfinite(x).all(axis=1)
     aucs = {k: round(roc_auc(labels[finite], x[finite, j]), 4) for j, k in enumerate(names)}
-    return {"p_value": result.p_value, "null_sds": round(result.null_sds, 2), "relabelings": result.relabelings,
+    return {"p_value": result.p_value,
+            "null_sds": None if result.null_sds is None else round(result.null_sds, 2),
+            "relabelings": result.relabelings,
             "twice_median": min(1.0, 2 * float(np.median(result.split_p_values))),
             "texts_per_side": [result.n_suspect, result.n_validation],
             "guard_p": di.iid_guard(features, labels, guard_names, permutations=permutations,

@@ -6,6 +6,13 @@ reference checkpoints, in one run.
   after 1 and 30 epochs, `--data reference` / `reference:ja`: the members' and non-members'
   approximate and eidetic means, and how many generations found no sentence end. The near-verbatim
   bound is off in both runs (`--near-verbatim-beam 0`: it does not depend on where a generation ends).
+- `mink_membership` (Ishihara & Takahashi: the headline at k = 10, prefixes within the 250 words each
+  member was trained on) on the same four checkpoints, LOSS, zlib, Min-K% and Min-K%++ only (the
+  headline's attacks): the headline AUC, and Min-K% and Min-K%++ AUC at both k at 128 words.
+- `probe_memorization` (Rosa et al.: word-level units, the probe tuned on 500 held-out sentences) on
+  the shipped MiniLM encoder with UD English EWT dev as pool and test as evaluation
+  (../shared/data/ud_english_ewt, as the task card's table), 3 repetitions at 100, 1,000 and all
+  sentences: seen, unseen accuracy and their gap per representation and probe, and the tuned settings.
 - `weat` (the seed's d over the population standard deviation) on the shipped MiniLM encoder and the
   trained reference masked LM: mean |d| over all tests, static and contextual.
 
@@ -31,7 +38,11 @@ PAYWALL = {"xsum-gpt2-e01": ("xsum-gpt2", ["--data", "reference"]),
            "xsum-gpt2-e30": ("xsum-gpt2", ["--data", "reference"]),
            "ja-gpt2-e01": ("ja-gpt2", ["--data", "reference:ja", "--language", "ja"]),
            "ja-gpt2-e30": ("ja-gpt2", ["--data", "reference:ja", "--language", "ja"])}
+MINK = {name: (build, [*flags, "--attacks", "loss,zlib,min_k,min_k_pp"]) for name, (build, flags) in PAYWALL.items()}
 WEAT = {"mlm-bert-e05": "mlm-bert"}
+EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
+PROBE = ["--train", str(EWT / "en_ewt-ud-dev.conllu"), "--eval", str(EWT / "en_ewt-ud-test.conllu"),
+         "--repetitions", "3", "--train-sizes", "100,1000,all"]
 
 
 def shipped(build: str, checkpoint: str) -> Path:
@@ -49,6 +60,26 @@ def paywall_summary(entry: dict) -> dict:
                for name in ("approximate_mean", "eidetic_mean") for group in ("members", "non_members")}}
 
 
+def mink_summary(entry: dict) -> dict:
+    head = entry["headline"]
+    return {"headline": head["label"], "headline_auc": metric_value(entry, "auc", **head["tags"]),
+            "lengths": entry["config"]["lengths"],
+            **{f"auc_{score}_128": metric_value(entry, "auc", score=score, length="128")
+               for score in ("min_k_10", "min_k_20", "min_k_pp_10", "min_k_pp_20")}}
+
+
+def probe_summary(entry: dict) -> dict:
+    found = {"counts": entry["counts"], "tuning": entry["info"]["tuning"]}
+    for rep in ("static", "contextual"):
+        for probe in ("linear", "mlp"):
+            for size in ("100", "1000", "all"):
+                tags = {"representation": rep, "probe": probe, "train_size": size}
+                found[f"{rep}/{probe}/{size}"] = {name: metric_value(entry, name, **tags) for name in
+                                                  ("seen_accuracy", "unseen_accuracy", "memorization_effect",
+                                                   "accuracy", "selectivity")}
+    return found
+
+
 def weat_summary(entry: dict) -> dict:
     return {f"mean_abs_d_{rep}": metric_value(entry, "mean_abs_d", representation=rep, group="all")
             for rep in ("static", "contextual")}
@@ -63,11 +94,13 @@ def main() -> int:
         return status
     from harness.reference.pretrained import minilm_folder
 
-    report: dict = {"paywall_memorization": {}, "weat": {}}
+    report: dict = {"paywall_memorization": {}, "mink_membership": {}, "probe_memorization": {}, "weat": {}}
     runs = [("paywall_memorization", name, shipped(build, name), [*flags, "--near-verbatim-beam", "0"], paywall_summary)
             for name, (build, flags) in PAYWALL.items()]
+    runs += [("mink_membership", name, shipped(build, name), flags, mink_summary) for name, (build, flags) in MINK.items()]
     runs += [("weat", name, shipped(build, name), [], weat_summary) for name, build in WEAT.items()]
     runs.append(("weat", "all-MiniLM-L6-v2", minilm_folder(), [], weat_summary))
+    runs.append(("probe_memorization", "all-MiniLM-L6-v2", minilm_folder(), PROBE, probe_summary))
     with tempfile.TemporaryDirectory(prefix="bench-presets-") as tmp:
         for task, name, folder, flags, summarize in runs:
             found = {}

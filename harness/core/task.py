@@ -138,6 +138,11 @@ class Task(ABC):
     def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
         """Score `model` on `data`. Never loads a model and never writes a file."""
 
+    def headlines(self, config: TaskConfig) -> tuple[Headline, tuple[Headline, ...]]:
+        """The headline and summary the board shows of a run with `config`: `HEADLINE` and `SUMMARY`,
+        unless a setting names the metric a paper reads (mink_membership's `--headline-k`)."""
+        return self.HEADLINE, self.SUMMARY
+
     def auxiliary_models(self, config: TaskConfig) -> dict[str, str]:
         """Other models the task scores with besides the evaluated one (a reference model, say), as
         role -> model id, path or `reference:<checkpoint>`. The runner loads them as it loads the

@@ -79,9 +79,11 @@ class DatasetInferenceResult:
     """`dataset_inference`'s answer.
 
     p_value: the combined p-value (`permutation_p`, at least 1 / (permutations + 1)); rejected: p_value <= alpha
-    (the suspect set looks trained on); statistic, null_mean, null_sd: the mean split z-score and its mean and
-    standard deviation over the relabelings; null_sds: (statistic - null_mean) / null_sd, how far past its
-    null the statistic lies where p_value sits at its floor (an effect size, not a p-value);
+    (the suspect set looks trained on); size: the test's size at alpha (`test_size`); statistic, null_mean,
+    null_sd: the mean split z-score and its mean and standard deviation over the relabelings; null_sds:
+    (statistic - null_mean) / null_sd, how far past its null the statistic lies where p_value sits at its floor
+    (an effect size, not a p-value). The three null figures need every relabeling: a test that stopped early
+    has None for each and says so in null_absent;
     n_suspect / n_validation: texts used per side (after dropping non-finite rows); weights: per feature, the
     median over the observed splits of its weight in the log-odds that a text is a suspect one (standardised
     features; positive = higher on suspect texts; 0.0 in a split that dropped the feature as constant);
@@ -93,10 +95,12 @@ class DatasetInferenceResult:
     alpha: float
     rejected: bool
     statistic: float
-    null_mean: float
-    null_sd: float
-    null_sds: float
+    null_mean: float | None
+    null_sd: float | None
+    null_sds: float | None
+    null_absent: str | None
     permutations: int
+    size: float
     relabelings: int
     n_suspect: int
     n_validation: int
@@ -243,32 +247,47 @@ def blocks(permutations: int, stop_early: bool) -> list[tuple[int, int]]:
     return ranges
 
 
+def labelling_rng(seeds: np.random.SeedSequence, index: int) -> np.random.Generator:
+    """The random stream of labelling `index` of a test (0: the observed labels; i >= 1: the i-th relabeling),
+    a child of the test's seed: each labelling's draws (its relabeling, then its splits) are the same whatever
+    the number of relabelings, so raising --di-permutations keeps the observed statistic and the relabelings
+    already drawn, and adds new ones."""
+    return np.random.default_rng(np.random.SeedSequence(seeds.entropy, spawn_key=(*seeds.spawn_key, index)))
+
+
+def labelling_splits(y: np.ndarray, index: int, n_splits: int, n_train: int, seeds: np.random.SeedSequence
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Labelling `index`'s labels (`n_splits` rows of y itself, or of its relabeling) and their training
+    masks, from its own stream (`labelling_rng`)."""
+    rng = labelling_rng(seeds, index)
+    labels = np.repeat((y if index == 0 else rng.permutation(y))[None], n_splits, axis=0)
+    return labels, split_mask(labels, n_train, rng)
+
+
 def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_train: int,
-             rng: np.random.Generator, clip_fraction: float, equal_var: bool, stop: int | None = None) -> Combined:
+             seeds: np.random.SeedSequence, clip_fraction: float, equal_var: bool, stop: int | None = None
+             ) -> Combined:
     """Cross-fitting calibrated by permutation: the mean z-score (Stouffer's; `splits.SplitStatistics.z`) of
     `n_splits` seeded splits of (x, y), against the same mean on each of `permutations` random relabelings of
     y (each with its own `n_splits` splits), by `permutation_p`. Under H0 the texts' labels are exchangeable,
     so the observed labelling and its relabelings are draws of one distribution, whatever the dependence
-    between splits that share texts. With `stop` (`stop_after`'s h) the relabelings are fitted in `blocks`
-    and the test stops at the h-th at or above the statistic (`sequential_p`). The random draws are the full
-    test's whether or not it stops (those of the splits left unfitted are drawn and dropped), so a test that
-    does not stop has the full test's p-value, bit for bit, and the draws after it do not depend on it."""
-    labelings = [y] + [rng.permutation(y) for _ in range(permutations)]
-    labels = np.repeat(np.array(labelings), n_splits, axis=0)
+    between splits that share texts. Each labelling draws from its own stream (`labelling_rng`): the observed
+    splits do not depend on the number of relabelings, nor relabeling i on how many follow it. With `stop`
+    (`stop_after`'s h) the relabelings are fitted in `blocks` and the test stops at the h-th at or above the
+    statistic (`sequential_p`); a test that does not stop has the full test's p-value, bit for bit."""
     threads = fit_threads()
     found: list = []
     with blas().limit(limits=1), ThreadPoolExecutor(threads) as pool:
         for first, last in blocks(permutations, stop is not None):
-            rows = slice(first * n_splits, last * n_splits)
-            train = split_mask(labels[rows], n_train, rng)  # drawn block by block as all at once
+            drawn = [labelling_splits(y, index, n_splits, n_train, seeds) for index in range(first, last)]
+            labels, train = np.concatenate([d[0] for d in drawn]), np.concatenate([d[1] for d in drawn])
             parallel = max(1, min(threads, len(train) * len(x) // WORK_PER_THREAD))
             size = min(FITS_PER_BATCH, -(-len(train) // parallel))
             chunks = [slice(start, start + size) for start in range(0, len(train), size)]
-            found += pool.map(lambda chunk: split_statistics(x, labels[rows][chunk], train[chunk], clip_fraction,
+            found += pool.map(lambda chunk: split_statistics(x, labels[chunk], train[chunk], clip_fraction,
                                                              equal_var), chunks)
             means = np.concatenate([part.z for part in found]).reshape(last, n_splits).mean(axis=1)
             if stop and (means[1:] >= means[0]).sum() >= stop:
-                rng.random((len(labels) - rows.stop, labels.shape[1]))  # the unfitted splits' draws, as the full test
                 break
     if stop:
         p_value, used = sequential_p(float(means[0]), means[1:], stop)
@@ -280,6 +299,13 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
                     null_mean=float(np.mean(null)), null_sd=float(np.std(null, ddof=1)) if len(null) > 1 else 0.0,
                     split_p_values=tuple(observed_p.tolist()),
                     weights=np.concatenate([part.weights for part in found])[:n_splits])
+
+
+def test_size(alpha: float, permutations: int) -> float:
+    """The permutation test's size at level alpha with B relabelings: P(p <= alpha) under H0 for
+    p = (1 + g) / (B + 1) uniform on {1, ..., B + 1} / (B + 1), i.e. floor(alpha (B + 1)) / (B + 1): alpha
+    exactly where alpha (B + 1) is whole (B = 39, 59, 99 at 0.05), below it otherwise (B = 49: 0.04)."""
+    return int(np.floor(alpha * (permutations + 1) + 1e-9)) / (permutations + 1)
 
 
 def min_permutations(alpha: float) -> int:
@@ -320,29 +346,33 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
                         f"{alpha:g} (the smallest is 1 / (permutations + 1)); use at least {min_permutations(alpha)}")
     if not (np.ptp(x[y == 1], axis=0) > 0).any():
         raise UserError("dataset inference: no score varies across the suspect texts")
-    streams = np.random.SeedSequence(seed).spawn(2)
+    observed, curve_seeds = np.random.SeedSequence(seed).spawn(2)
     fit = fit_size(y, n_train)
     stop = stop_after(alpha, permutations) if stop_early else None
     # a curve point's answer is its decision at alpha, which the fewest relabelings that can reject give
     curve_permutations = min_permutations(alpha) if stop_early else permutations
     curve_stop = stop_after(alpha, curve_permutations) if stop_early else None
-    found = combined(x, y, n_splits, permutations, fit, np.random.default_rng(streams[0]), clip_fraction,
-                     equal_var, stop)
+    found = combined(x, y, n_splits, permutations, fit, observed, clip_fraction, equal_var, stop)
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
     curve = []
     if curve_sizes is not None:
-        sub_rng = np.random.default_rng(streams[1])
         for n in sorted({n for n in curve_sizes if MIN_PER_SIDE <= n < smaller}):
+            # each point's own streams, keyed by its size: a point does not depend on the others
+            point = np.random.SeedSequence(curve_seeds.entropy, spawn_key=(*curve_seeds.spawn_key, n))
+            rows_seed, test_seeds = point.spawn(2)
+            sub_rng = np.random.default_rng(rows_seed)
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
-            sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, sub_rng, clip_fraction,
+            sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, test_seeds, clip_fraction,
                            equal_var, curve_stop)
             curve.append((n, sub.p_value))
         curve.append((smaller, found.p_value))
+    full = len(found.null) == permutations  # an effect size needs the whole null, not a stopped test's first few
     return DatasetInferenceResult(
         p_value=found.p_value, alpha=alpha, rejected=found.p_value <= alpha, statistic=found.statistic,
-        null_mean=found.null_mean, null_sd=found.null_sd,
-        null_sds=(found.statistic - found.null_mean) / found.null_sd if found.null_sd > 0 else 0.0,
-        permutations=permutations, relabelings=len(found.null),
+        null_mean=found.null_mean if full else None, null_sd=found.null_sd if full else None,
+        null_sds=((found.statistic - found.null_mean) / found.null_sd if found.null_sd > 0 else 0.0) if full else None,
+        null_absent=None if full else f"stopped early after {len(found.null)} of {permutations} relabelings",
+        permutations=permutations, size=test_size(alpha, permutations), relabelings=len(found.null),
         n_suspect=int(y.sum()), n_validation=int(len(y) - y.sum()), n_train_per_side=fit,
         weights=dict(zip(names, np.median(found.weights, axis=0).tolist())), split_p_values=found.split_p_values,
         curve=tuple(curve), dropped_rows=dropped,

@@ -90,6 +90,15 @@ def rounded(values: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in values.items()}
 
 
+def null_figures(found: di.DatasetInferenceResult, names: Sequence[str] = ("null_mean", "null_sd", "null_sds")
+                 ) -> dict:
+    """The null's mean, standard deviation and the statistic's distance from it in null standard deviations,
+    rounded, from a test that fitted every relabeling; from one that stopped early none of them, and why."""
+    if found.null_absent:
+        return {"null_absent": found.null_absent}
+    return {name: round(getattr(found, name), 2 if name == "null_sds" else 4) for name in names}
+
+
 def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, float]], names: Sequence[str],
                              tags: dict[str, str], config: DatasetInferenceConfig, seed: int,
                              stop_early: bool = False) -> Report:
@@ -112,9 +121,8 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
         report.metrics.append(Metric(name="di_p_value", value=found.p_value, n=found.n_suspect + found.n_validation,
                                      tags=tags))
         report.info |= {"p_value": found.p_value, "rejected": found.rejected, "alpha": found.alpha,
-                        "permutations": found.permutations, "statistic": round(found.statistic, 4),
-                        "null_mean": round(found.null_mean, 4), "null_sd": round(found.null_sd, 4),
-                        "null_sds": round(found.null_sds, 2), "n_suspect": found.n_suspect,
+                        "permutations": found.permutations, "size": round(found.size, 4),
+                        "statistic": round(found.statistic, 4), **null_figures(found), "n_suspect": found.n_suspect,
                         "n_validation": found.n_validation,
                         "n_train_per_side": found.n_train_per_side, "features": present,
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
@@ -141,7 +149,7 @@ def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, st
         return report
     report.metrics.append(Metric(name="di_guard_p_value", value=guard.p_value,
                                  n=guard.detail.n_suspect + guard.detail.n_validation, tags=tags))
-    report.info |= {"p_value": guard.p_value, "shifted": guard.shifted, "null_sds": round(guard.detail.null_sds, 2),
+    report.info |= {"p_value": guard.p_value, "shifted": guard.shifted, **null_figures(guard.detail, ("null_sds",)),
                     "features": names,
                     "weights": rounded(guard.detail.weights)}
     if stop_early:

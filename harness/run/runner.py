@@ -229,7 +229,8 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
         warn_entry(entry)
         # the headline and summary say how the board shows the task, not what was computed: take today's
         # (and what changed from the defaults: an entry cached by an older membench lacks it)
-        return entry.model_copy(update={"headline": task.HEADLINE, "summary": list(task.SUMMARY),
+        headline, summary = task.headlines(config)
+        return entry.model_copy(update={"headline": headline, "summary": list(summary),
                                         "changed_settings": base["changed_settings"]}), samples
     started, peak_known = time.perf_counter(), heap.reset_peak_rss()
     fitting.reset()
@@ -240,8 +241,9 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
         if distributed.is_main():
             warn(f"{task.NAME} skipped: {reason}")
         return TaskEntry(status="skipped", skip_reason=reason, counts=result.counts, info=result.info, **base), ""
-    entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=task.HEADLINE,
-                      summary=list(task.SUMMARY), info=result.info, item_scores=result.item_scores,
+    headline, summary = task.headlines(config)
+    entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=headline,
+                      summary=list(summary), info=result.info, item_scores=result.item_scores,
                       wall_time_s=round(time.perf_counter() - started, 3),
                       peak_rss_bytes=heap.peak_rss_bytes() if peak_known else None, warnings=result.warnings,
                       batch_sizes=fitting.step_sizes(), **base)

@@ -13,12 +13,12 @@ import time
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.results import Headline
-from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
+from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskResult, register
 from harness.metrics.dataset_report import (
     DatasetInferenceConfig,
     check_sides,
@@ -57,12 +57,21 @@ ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the set
 
 
 # dataset inference's relabelings per test: it runs at every length, on a scoring pass that takes seconds on a
-# small model; 49 keep its cost within 5% of the task's (bench_dataset_inference), where finetune_memorization's
-# 99 (`dataset_inference.PERMUTATIONS`) cost 1% of one training run
-DI_PERMUTATIONS = 49
+# small model; 49 kept its cost within 5% of the task's (bench_dataset_inference), where finetune_memorization's
+# 99 (`dataset_inference.PERMUTATIONS`) cost 1% of one training run. 39 (since v11) gives a test of size exactly
+# 0.05 at the default alpha (`dataset_inference.test_size`: 49 gave 0.04) and a floor of 1 / 40 = 0.025
+DI_PERMUTATIONS = 39
+
+# the headline's k of Min-K% and Min-K%++, declared before seeing data; the seed paper's (Ishihara & Takahashi
+# 2024) is 10: "k = 20 did not show sufficient performance"
+HEADLINE_K = 20
+# the seed paper's conditions (`--preset paper`): its k, and prefix lengths within the 250 words each
+# member of the reference corpora was trained on (`harness.reference.train.TrainSettings.max_words_per_document`)
+PAPER_SETTINGS = {"headline_k": 10, "lengths": (32, 64, 128)}
 
 
-class MinkConfig(DatasetInferenceConfig):
+class MinkConfig(PaperPreset, DatasetInferenceConfig):
+    PAPER = PAPER_SETTINGS
     di_permutations: PositiveInt = Field(
         DI_PERMUTATIONS, description=DatasetInferenceConfig.model_fields["di_permutations"].description)
     di_stop_early: bool = Field(True, description="dataset inference: compute what the decision at --di-alpha "
@@ -86,8 +95,10 @@ class MinkConfig(DatasetInferenceConfig):
     lengths: tuple[PositiveInt, ...] = Field((32, 64, 128, 256, 512), min_length=1,
                                              description="prefix lengths L in words")
     k_percents: tuple[Annotated[int, Field(ge=1, le=100)], ...] = Field(
-        (5, 10, 20, 30, 40, 50, 60), min_length=1, description="k of Min-K%% and Min-K%%++ (the sweep; the "
-        "headline is k=20, declared before seeing data)")
+        (5, 10, 20, 30, 40, 50, 60), min_length=1, description="k of Min-K%% and Min-K%%++ (the sweep)")
+    headline_k: int = Field(HEADLINE_K, ge=1, le=100, description="k of the board's headline Min-K%% and "
+                            "Min-K%%++ AUCs, one of --k-percents (20, declared before seeing data; the seed "
+                            "paper's 10 with --preset paper)")
     fpr_levels: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field((0.1, 0.01, 0.001), min_length=1,
                                                                         description="FPR levels for TPR@FPR")
     bootstrap_resamples: int = Field(1000, ge=10, description="resamples of the AUC and TPR bootstrap intervals")
@@ -139,6 +150,14 @@ class MinkConfig(DatasetInferenceConfig):
         "every --lengths); ne scores N + 1 texts per text, gradnorm one backward pass per text")
 
 
+    @model_validator(mode="after")
+    def _headline_k_in_sweep(self) -> "MinkConfig":
+        if self.headline_k not in self.k_percents:
+            raise ValueError(f"--headline-k {self.headline_k} is not among --k-percents "
+                             f"{','.join(map(str, self.k_percents))}: the headline reads a k the sweep scores")
+        return self
+
+
 def inference_features(config: MinkConfig) -> list[str]:
     """The scores dataset inference reads: every selected attack's but `ref` and `ne` (a second model's), and
     `dc_pdd` when its token frequencies come from the data's non-members (then a text's score depends on its
@@ -150,7 +169,7 @@ def inference_features(config: MinkConfig) -> list[str]:
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 10  # 10: dataset inference stops where its answer is known; one IID guard for every length
+    VERSION = 11  # 11: dataset inference's observed splits drawn apart from its relabelings, 39 of them
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
@@ -178,6 +197,24 @@ class MinkMembership(Task):
                Headline(metric="auc", tags={"score": "blind_date", "length": "128"}, label="blind date AUC, 128",
                         better="ideal", ideal=0.5))
     Config = MinkConfig
+
+    def headlines(self, config: MinkConfig) -> tuple[Headline, tuple[Headline, ...]]:
+        """`HEADLINE` and `SUMMARY` with the Min-K% and Min-K%++ AUCs at `--headline-k` instead of 20."""
+        if config.headline_k == HEADLINE_K:
+            return self.HEADLINE, self.SUMMARY
+        k = config.headline_k
+        moved = {f"min_k_{HEADLINE_K}": (f"min_k_{k}", f"Min-K% {k}%"),
+                 f"min_k_pp_{HEADLINE_K}": (f"min_k_pp_{k}", f"Min-K%++ {k}%")}
+
+        def at_k(head: Headline) -> Headline:
+            score = head.tags.get("score")
+            if score not in moved:
+                return head
+            name, words = moved[score]
+            label = head.label.replace(f"Min-K%++ {HEADLINE_K}%", words).replace(f"Min-K% {HEADLINE_K}%", words)
+            return head.model_copy(update={"tags": {**head.tags, "score": name}, "label": label})
+
+        return at_k(self.HEADLINE), tuple(at_k(head) for head in self.SUMMARY)
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
         data = load_membership_data(config.data, config.split, config.text_column, config.label_column,

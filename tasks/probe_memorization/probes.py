@@ -53,13 +53,13 @@ def standardizer(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean.astype(np.float32), scale.astype(np.float32)
 
 
-def fit_linear(x: np.ndarray, y: np.ndarray, x_test: np.ndarray) -> np.ndarray:
-    """Predicted labels of `x_test` from a logistic regression trained on (x, y)."""
+def fit_linear(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, c: float = LINEAR_C) -> np.ndarray:
+    """Predicted labels of `x_test` from a logistic regression (inverse L2 strength `c`) trained on (x, y)."""
     classes = np.unique(y)
     if len(classes) == 1:  # one class seen in training: it is every prediction
         return np.full(len(x_test), classes[0])
     mean, scale = standardizer(x)
-    model = LogisticRegression(C=LINEAR_C, solver="lbfgs", max_iter=LINEAR_MAX_ITER)
+    model = LogisticRegression(C=c, solver="lbfgs", max_iter=LINEAR_MAX_ITER)
     model.fit((x - mean) / scale, y)
     return model.predict((x_test - mean) / scale)
 
@@ -129,24 +129,27 @@ def one_thread() -> Iterator[None]:
 
 
 def train_and_predict(kind: ProbeKind, x: np.ndarray, labels: list[np.ndarray], x_test: np.ndarray,
-                      n_classes: int, seed: int, mlp_epochs: int) -> list[np.ndarray]:
+                      n_classes: int, seed: int, mlp_epochs: int, linear_c: float = LINEAR_C) -> list[np.ndarray]:
     """Per label vector, the test predictions of a probe of `kind` trained on (x, labels[i]), on one thread."""
     with one_thread():
         if kind == "linear":
-            return [fit_linear(x, y, x_test) for y in labels]
+            return [fit_linear(x, y, x_test, linear_c) for y in labels]
         return fit_mlp(x, labels, x_test, n_classes, seed, mlp_epochs)
 
 
 @dataclass(frozen=True)
 class Fit:
     """One probe fit of a task run: the probe, the rows of the representation it trains on, its
-    label vectors (the task's and the control task's) and its seed."""
+    label vectors (the task's and the control task's), its seed, and its setting where tuned: the
+    linear probe's C, the MLP's epochs (None: the run's `--mlp-epochs`)."""
 
     kind: ProbeKind
     representation: str
     train_rows: np.ndarray
     labels: list[np.ndarray]
     seed: int
+    linear_c: float = LINEAR_C
+    mlp_epochs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def _fit(fit: Fit, shared: _Shared | None = None) -> tuple[list[np.ndarray], flo
     x = shared.vectors[fit.representation]
     started = time.perf_counter()
     predicted = train_and_predict(fit.kind, x[fit.train_rows], fit.labels, x[shared.eval_rows], shared.n_classes,
-                                  fit.seed, shared.mlp_epochs)
+                                  fit.seed, fit.mlp_epochs or shared.mlp_epochs, fit.linear_c)
     return predicted, time.perf_counter() - started
 
 

@@ -20,10 +20,11 @@ from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel
 from harness.core.progress import progress_bar
 from harness.core.results import Headline, Metric
-from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
+from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
+from harness.scoring.batching import model_context
 from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
-from harness.scoring.spans import words_to_text
-from tasks.probe_memorization import method
+from harness.scoring.spans import align_spans, words_to_text
+from tasks.probe_memorization import method, tuning
 from tasks.probe_memorization.data import Format, ProbeData, Source, load_probe_data
 from tasks.probe_memorization.probes import Fit, ProbeKind, run_fits
 
@@ -32,7 +33,9 @@ REPRESENTATIONS = ("static", "contextual")
 Size = Union[Annotated[int, Field(ge=2)], Literal["all"]]  # 2+: two halves
 
 
-class ProbeMemorizationConfig(TaskConfig):
+class ProbeMemorizationConfig(PaperPreset, TaskConfig):
+    # Rosa et al.'s conditions: word-level units (their encoder reads words) and a tuning set of 500 sentences
+    PAPER = {"word_units": "whole", "tuning_sentences": tuning.TUNING_SENTENCES}
     train: str | None = Field(None, description="training pool: a CoNLL-U file (UPOS) or a CoNLL-2003-style "
                               "file (POS in column 2); give --eval too")
     eval: str | None = Field(None, description="evaluation sentences, same formats as --train")
@@ -56,6 +59,14 @@ class ProbeMemorizationConfig(TaskConfig):
                                               "subword tokens' states, or the first subword's")
     control: bool = Field(True, description="also train on the control task (Hewitt & Liang 2019) for selectivity")
     mlp_epochs: int = Field(20, ge=1, description="training epochs of the MLP probe")
+    word_units: Literal["pooled", "whole"] = Field(
+        "pooled", description="pooled: every word, its vector pooled from its subword tokens (--pooling); "
+        "whole: only the words the tokenizer keeps as one token, each a unit of the model as in the paper's "
+        "word-level encoder (the others leave training and evaluation alike)")
+    tuning_sentences: int = Field(0, ge=0, description="pool sentences held out to tune each probe (the linear "
+                                  "probe's C over 0.01-10, the MLP's epochs over 5-40) by its accuracy on them, "
+                                  "at most a quarter of the pool, never trained on; 0: none (C = 1 and "
+                                  "--mlp-epochs); the paper's 500 with --preset paper")
 
 
 def resolve_sizes(sizes: tuple[Size, ...], n_pool: int) -> tuple[list[tuple[str, int]], list[str]]:
@@ -122,9 +133,14 @@ class ProbeMemorization(Task):
     def run(self, model: LoadedModel, data: ProbeData, config: ProbeMemorizationConfig,
             context: RunContext) -> TaskResult:
         layer = check_layer(model.model, model.kind, config.layer) if "contextual" in config.representations else None
-        sizes, skipped = resolve_sizes(config.train_sizes, len(data.pool))
+        # the pool the training sizes draw from: all of it, or what the tuning set leaves
+        held_out, drawn = tuning.hold_out(len(data.pool), config.tuning_sentences, context.seed)
+        sizes, skipped = resolve_sizes(config.train_sizes, len(drawn))
         sentences = data.pool + data.eval
         vectors, extraction = self._extract(model, sentences, config, context)
+        # the tokens that take part: every word, or (--word-units whole) those that are one subword token
+        kept = (self._subword_counts(model, sentences) == 1 if config.word_units == "whole"
+                else np.ones(sum(len(s.words) for s in sentences), dtype=bool))
 
         # ids: tags over pool and evaluation (sorted), word types by first appearance
         tag_names = sorted({t for s in sentences for t in s.tags})
@@ -134,19 +150,27 @@ class ProbeMemorization(Task):
         types = np.array([type_id.setdefault(w, len(type_id)) for s in sentences for w in s.words], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum([len(s.words) for s in data.pool])])
         n_pool_tokens = int(offsets[-1])
-        eval_tokens = np.arange(n_pool_tokens, len(labels))
-        control = (method.control_labels(labels[:n_pool_tokens], len(type_id), len(tag_names), context.seed)[types]
+        eval_tokens = np.flatnonzero(kept[n_pool_tokens:]) + n_pool_tokens
+
+        def tokens_of(pool_sentences: np.ndarray) -> np.ndarray:
+            found = method.sentence_tokens(offsets, pool_sentences)
+            return found[kept[found]]
+
+        control = (method.control_labels(labels[tokens_of(drawn)], len(type_id), len(tag_names), context.seed)[types]
                    if config.control else None)
+        workers = torch.get_num_threads()  # processes of one thread each (`probes.run_fits`)
+        chosen, tuned = self._tune(config, vectors, labels, tokens_of(drawn), tokens_of(held_out), len(tag_names),
+                                   context.seed, workers)
 
         tallies = {(r, p, label): method.Tally() for r in config.representations for p in config.probes
                    for label, _ in sizes}
         fits, masks = [], []  # per fit: (size label, repetition, seen mask, unseen mask) in `masks`
         for label, size in sizes:
             for repetition in range(config.repetitions):
-                split = method.draw_split(len(data.pool), size, context.seed, repetition)
-                train_tokens = method.sentence_tokens(offsets, split.seen)
+                split = method.draw_split(len(drawn), size, context.seed, repetition)
+                train_tokens = tokens_of(drawn[split.seen])
                 seen_types, unseen_types = method.seen_unseen_types(
-                    types[train_tokens], types[method.sentence_tokens(offsets, split.unseen)], len(type_id))
+                    types[train_tokens], types[tokens_of(drawn[split.unseen])], len(type_id))
                 seen, unseen = seen_types[types[eval_tokens]], unseen_types[types[eval_tokens]]
                 targets = [labels[train_tokens]] + ([control[train_tokens]] if control is not None else [])
                 for rep in config.representations:
@@ -154,11 +178,10 @@ class ProbeMemorization(Task):
                     seed = int(np.random.SeedSequence([context.seed, size, repetition, REPRESENTATIONS.index(rep)])
                                .generate_state(1)[0])
                     for probe in config.probes:
-                        fits.append(Fit(probe, rep, train_tokens, targets, seed))
+                        fits.append(Fit(probe, rep, train_tokens, targets, seed, **chosen.get((rep, probe), {})))
                         masks.append((label, repetition, seen, unseen))
         samples, train_seconds = [], {p: 0.0 for p in config.probes}
         bar = progress_bar(total=len(fits), step="probes", unit="fit", leave=False, show=context.progress)
-        workers = torch.get_num_threads()  # processes of one thread each (`probes.run_fits`)
         done = run_fits(fits, vectors, eval_tokens, len(tag_names), config.mlp_epochs, workers)
         for fit, (label, repetition, seen, unseen), (predicted, seconds) in zip(fits, masks, done):
             train_seconds[fit.kind] += seconds
@@ -182,10 +205,15 @@ class ProbeMemorization(Task):
         counts = {"pool_sentences": len(data.pool), "pool_tokens": n_pool_tokens, "eval_sentences": len(data.eval),
                   "eval_tokens": len(eval_tokens), "word_types": len(type_id), "tags": len(tag_names),
                   "repetitions": config.repetitions}
+        if config.word_units == "whole":  # the tokens left out: words of more than one subword token
+            counts |= {"multi_subword_pool_tokens": int((~kept[:n_pool_tokens]).sum()),
+                       "multi_subword_eval_tokens": int((~kept[n_pool_tokens:]).sum())}
+        if config.tuning_sentences:
+            counts |= {"tuning_sentences": len(held_out), "tuning_tokens": len(tokens_of(held_out))}
         info = {
             "data_source": data.source, "tagset": data.tagset,
             "train_sizes": {label: size for label, size in sizes}, "skipped_train_sizes": skipped,
-            "layer_index": layer, "timings": {
+            "layer_index": layer, "word_units": config.word_units, "tuning": tuned, "timings": {
                 "extraction": extraction,
                 # seconds: the sum of the fits' own times (they run side by side in `workers` processes)
                 "probe_training": {p: {"seconds": round(s, 3), "fits": runs,
@@ -195,6 +223,40 @@ class ProbeMemorization(Task):
             },
         }
         return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)
+
+    @staticmethod
+    def _subword_counts(model: LoadedModel, sentences) -> np.ndarray:
+        """The number of subword tokens of every word of `sentences`, in order (as the vectors align them)."""
+        texts, spans = map(list, zip(*(words_to_text(list(s.words)) for s in sentences)))
+        _, positions = align_spans(model.tokenizer, texts, spans, model_context(model.model))
+        return np.array([len(where) for found in positions for where in found], dtype=np.int64)
+
+    @staticmethod
+    def _tune(config: ProbeMemorizationConfig, vectors: dict[str, np.ndarray], labels: np.ndarray,
+              train_rows: np.ndarray, tuning_rows: np.ndarray, n_tags: int, seed: int, workers: int
+              ) -> tuple[dict[tuple[str, str], dict], dict | None]:
+        """Each (representation, probe)'s tuned setting (`Fit`'s keyword) and the record of the tuning:
+        every grid value trained on `train_rows` (the pool the sizes draw from) and scored on the
+        tuning tokens; none without `--tuning-sentences`."""
+        if not config.tuning_sentences:
+            return {}, None
+        if len(tuning_rows) == 0:
+            raise UserError(f"--tuning-sentences {config.tuning_sentences}: the pool of {len(labels)} tokens leaves "
+                            "no tuning token (at most a quarter of the pool's sentences is held out)")
+        jobs = [(rep, probe) for rep in config.representations for probe in config.probes]
+        fits = [fit for rep, probe in jobs for fit in tuning.candidate_fits(
+            probe, rep, train_rows, labels[train_rows],
+            int(np.random.SeedSequence([seed, 0x7E, REPRESENTATIONS.index(rep)]).generate_state(1)[0]))]
+        done = iter(run_fits(fits, vectors, tuning_rows, n_tags, config.mlp_epochs, workers))
+        chosen, record = {}, {"tuning_tokens": int(len(tuning_rows)), "train_tokens": int(len(train_rows))}
+        for rep, probe in jobs:
+            values = tuning.grid(probe)
+            accuracies = [float(np.mean(next(done)[0][0] == labels[tuning_rows])) for _ in values]
+            best = tuning.choose(accuracies, values)
+            chosen[rep, probe] = {"linear_c": best} if probe == "linear" else {"mlp_epochs": best}
+            record[f"{rep}/{probe}"] = {"setting": "C" if probe == "linear" else "epochs", "chosen": best,
+                                        "accuracy": {str(v): round(a, 4) for v, a in zip(values, accuracies)}}
+        return chosen, record
 
     def _extract(self, model: LoadedModel, sentences, config: ProbeMemorizationConfig, context: RunContext
                  ) -> tuple[dict[str, np.ndarray], dict[str, dict]]:

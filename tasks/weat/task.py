@@ -23,9 +23,9 @@ TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is
 
 
 class WeatConfig(PaperPreset, TaskConfig):
-    # The seed's d (Yoon & Lee cite code that divides by the population std); its per-word static vectors are
-    # every run's `static` representation (the card's "Departures from the paper")
-    PAPER = {"effect_size_std": "population"}
+    # The seed's d (Yoon & Lee cite code that divides by the population std) and its per-word static vectors
+    # (every run's `static` representation) in the headline (the card's "Departures from the paper")
+    PAPER = {"effect_size_std": "population", "headline_representation": "static"}
 
     weat_tests: str | None = Field(None, description="JSON file of tests in the built-in format "
                                    "(default: WEAT 1-10 of Caliskan et al. 2017)")
@@ -41,6 +41,9 @@ class WeatConfig(PaperPreset, TaskConfig):
     effect_size_std: Literal["sample", "population"] = Field(
         "sample", description="the standard deviation in d: sample (ddof 1, as Caliskan et al.'s formula is read) or "
         "population (ddof 0: the code the seed cites, and WEFE)")
+    headline_representation: Literal["contextual", "static"] = Field(
+        "contextual", description="the representation of the board's headline mean |d|: contextual (SEAT's "
+        "question) or static (one vector per word, the seed's; --preset paper)")
     max_exact_partitions: int = Field(100_000, ge=1, description="exact permutation test up to this many partitions")
     permutation_samples: int = Field(100_000, ge=100, description="random partitions otherwise")
 
@@ -105,6 +108,13 @@ class Weat(Task):
                              label=f"mean |d| {group} ({rep})", better="lower")
                     for rep in ("static", "contextual") for group in ("all", "race", "gender"))
     Config = WeatConfig
+
+    def headlines(self, config: WeatConfig) -> tuple[Headline, tuple[Headline, ...]]:
+        """`HEADLINE` of `--headline-representation`; the summary has both representations either way."""
+        rep = config.headline_representation
+        head = self.HEADLINE.model_copy(update={"tags": {**self.HEADLINE.tags, "representation": rep},
+                                                "label": f"mean |d|, all tests ({rep})"})
+        return head, self.SUMMARY
 
     def load_data(self, config: WeatConfig, context: RunContext) -> WeatData:
         return load_weat(config.weat_tests, config.tests)

@@ -16,7 +16,7 @@ def test_tasks_lists_mink_membership(capsys):
     header = lines[0].split()
     assert header[:4] == ["task", "version", "model", "kinds"]
     [row] = [line for line in lines if line.split()[:1] == ["mink_membership"]]
-    assert row.split()[1] == str(MinkMembership.VERSION) == "10"
+    assert row.split()[1] == str(MinkMembership.VERSION) == "11"
     assert "causal-lm" in row
     assert "Membership inference" in row
     # one row per registered task, no more
@@ -49,7 +49,7 @@ def test_evaluate_help_shows_task_flags(capsys):
         for field in task.Config.model_fields:
             assert "--" + field.replace("_", "-") in out, field
     # a setting whose default differs between the tasks that have it gives each task's
-    assert "(default 99 in finetune_memorization, 49 in mink_membership)" in " ".join(out.split())
+    assert "(default 99 in finetune_memorization, 39 in mink_membership)" in " ".join(out.split())
 
 
 def one_error_line(capsys, argv: list[str]) -> str:

@@ -198,8 +198,8 @@ def test_the_stated_dataset_inference_p_values_are_the_files():
     number = r"([\d.e-]+)"
     curve = ", ".join([number] * 4)
     stated = sentence(flat(CARD), rf"after 0, 1, 2 and 4 epochs: SmolLM2 {curve}; gemma-3-270m {curve}; the reference "
-                                  rf"GPT-2 {curve} \(with LoRA {curve}\)\. The copies trained on the non-members are "
-                                  rf"found too \(SmolLM2 {number}, gemma {number}, the reference GPT-2 {number}\)")
+                                  rf"GPT-2 {curve} \(with LoRA {curve}\)\. The copies trained on the non-members for "
+                                  rf"one epoch: SmolLM2 {number}, gemma {number}, the reference GPT-2 {number} ")
     models = ("SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m", "xsum-gpt2-outside-e05", "xsum-gpt2-outside-e05-lora")
     expected = [p(model, epoch) for model in models for epoch in (0, 1, 2, 4)]
     expected += [p(model, 1, "non_members") for model in models[:3]]
@@ -207,12 +207,12 @@ def test_the_stated_dataset_inference_p_values_are_the_files():
     for text, value in zip(stated, expected):
         assert same(text, value), (text, value)
     # where p sits at its floor, how far past the relabelings: the files' null_sds
-    sds = ", ".join([r"([\d.]+)"] * 3)
+    sds = ", ".join([r"([−\d.]+)"] * 3)
     stated = sentence(flat(CARD), rf"after 1, 2 and 4 epochs: SmolLM2 {sds}; gemma-3-270m {sds}; the reference "
                                   rf"GPT-2 {sds}\.")
     expected = [entries[model].info["dataset_inference"][f"members@{epoch}"]["null_sds"]
                 for model in models[:3] for epoch in (1, 2, 4)]
-    assert all(same(text, value) for text, value in zip(stated, expected, strict=True)), (stated, expected)
+    assert all(same(text.replace("−", "-"), value) for text, value in zip(stated, expected, strict=True)), (stated, expected)
     # the guard sees the texts only: one value for every model (to rounding in the fits' last digits)
     guard = [m.value for entry in entries.values() for m in entry.metrics if m.name == "di_guard_p_value"]
     assert len(guard) == len(entries) and max(guard) - min(guard) < 1e-9

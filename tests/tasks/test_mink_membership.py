@@ -101,3 +101,26 @@ def test_lm_eval_export_refuses_first_token_skip():
 
     with pytest.raises(UserError, match="--first-token skip cannot be exported"):
         export(MinkMembership(), None, MinkConfig(first_token="skip"), None, None)
+
+
+def test_the_paper_preset_puts_k_10_in_the_headline_and_keeps_members_within_their_trained_words(
+        tiny_lm, tmp_path, capsys):
+    from conftest import assert_user_error
+
+    from harness.run.runner import changed_settings
+    from tasks.mink_membership.task import MinkConfig
+
+    paper = MinkConfig(preset="paper")
+    assert (paper.headline_k, paper.lengths) == (10, (32, 64, 128))  # 128 < 250, the members' trained words
+    assert changed_settings(paper) == ["headline_k", "lengths", "preset"]
+    data = write_jsonl(tmp_path / "data.jsonl", [{"text": t, "label": i % 2} for i, t in enumerate(TEXTS)])
+    entry, _ = run(tiny_lm, data, tmp_path / "paper", "--preset", "paper", "--lengths", "6")
+    assert {"headline_k", "lengths", "preset"} <= set(entry.changed_settings)
+    assert entry.headline.tags == {"score": "min_k_10", "length": "128"}
+    assert entry.headline.label == "Min-K% 10% AUC, 128 words"
+    scores = [h.tags.get("score") for h in entry.summary]
+    assert "min_k_10" in scores and "min_k_pp_10" in scores and not {"min_k_20", "min_k_pp_20"} & set(scores)
+    assert {m.tags["score"] for m in entry.metrics if m.name == "auc"} >= {"min_k_10", "min_k_20"}  # the sweep stays
+    assert_user_error(capsys, ["evaluate", "--model", str(tiny_lm), "--tasks", TASK, "--data", str(data),
+                               "--headline-k", "15", "--output-path", str(tmp_path / "bad")], tmp_path / "bad",
+                      "--headline-k 15 is not among --k-percents")

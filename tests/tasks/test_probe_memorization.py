@@ -244,6 +244,36 @@ def test_run_encodes_each_sentence_once_and_agrees_with_a_naive_count(monkeypatc
         assert by_name["selectivity", rep, "40"].value > 0.1
 
 
+def test_the_paper_preset_probes_whole_words_with_settings_tuned_on_held_out_sentences(minilm):
+    """--preset paper: only words MiniLM keeps as one token are trained on and evaluated, and each probe's
+    setting is the grid value best on held-out pool sentences (a quarter of this small pool), which no
+    training size draws."""
+    from tasks.probe_memorization import tuning
+
+    sample = load_conll_sample()
+    data = ProbeData(sample.pool, sample.eval[:30], sample.source, sample.tagset)
+    config = ProbeMemorizationConfig(preset="paper", train_sizes=(20, "all"), repetitions=2,
+                                     representations=("static",), control=False)
+    assert (config.word_units, config.tuning_sentences) == ("whole", 500)
+    result = ProbeMemorization().run(minilm, data, config, RunContext(seed=3, progress=False))
+    whole = {w for s in data.pool + data.eval for w in s.words if len(minilm.tokenizer.tokenize(w)) == 1}
+    eval_words = [w for s in data.eval for w in s.words]
+    assert result.counts["eval_tokens"] == sum(w in whole for w in eval_words) < len(eval_words)
+    assert result.counts["multi_subword_eval_tokens"] == len(eval_words) - result.counts["eval_tokens"]
+    held_out, drawn = tuning.hold_out(len(data.pool), 500, 3)
+    assert result.counts["tuning_sentences"] == len(held_out) == 151 // 4 and len(drawn) == 151 - 37
+    assert result.counts["tuning_tokens"] == sum(w in whole for i in held_out for w in data.pool[i].words)
+    for record in result.samples:
+        size = len(drawn) if record["train_size"] == "all" else int(record["train_size"])
+        split = method.draw_split(len(drawn), size, 3, record["repetition"])
+        assert record["train_tokens"] == sum(w in whole for i in drawn[split.seen] for w in data.pool[i].words)
+    tuned = result.info["tuning"]
+    for probe, grid in (("linear", tuning.LINEAR_C_GRID), ("mlp", tuning.MLP_EPOCHS_GRID)):
+        accuracies = tuned[f"static/{probe}"]["accuracy"]
+        assert list(accuracies) == [str(v) for v in grid] and all(0.5 < a <= 1 for a in accuracies.values())
+        assert tuned[f"static/{probe}"]["chosen"] == grid[int(np.argmax(list(accuracies.values())))]
+
+
 @pytest.mark.parametrize("cuda_initialised, method", [(False, "fork"), (True, "spawn")])
 def test_fits_in_worker_processes_predict_what_one_process_predicts(monkeypatch, cuda_initialised, method):
     """`run_fits` in two worker processes gives the same predictions, in the same order, as in this

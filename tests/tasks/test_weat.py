@@ -188,7 +188,8 @@ def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys)
                  "--representations", "static", "--preset", "paper", "--output-path", str(paper), "--no-cache"]) == 0
     entry = json.loads(next(paper.glob("*.json")).read_text())["tasks"][0]
     assert entry["config"]["effect_size_std"] == "population"
-    assert {"preset", "effect_size_std"} <= set(entry["changed_settings"])
+    assert {"preset", "effect_size_std", "headline_representation"} <= set(entry["changed_settings"])
+    assert entry["headline"]["tags"] == {"representation": "static", "group": "all"}  # the seed's per-word vectors
     sizes = {t.test_id: len(t.x) + len(t.y) for t in load_weat(None, ("weat6", "weat7", "weat9")).tests}
     for m in entry["metrics"]:  # the same associations; d divided by the population std: × sqrt(n / (n - 1))
         if m["name"] == "effect_size":

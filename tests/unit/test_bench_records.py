@@ -115,6 +115,37 @@ def presets_paywall_row(name: str) -> Citation:
                     f"| `{name}` | {{}} → {{}} | {{}} → {{}} | {{}} of {{}} |", values)
 
 
+def presets_mink_row(name: str) -> Citation:
+    """A row of the mink card's table of what --preset paper changes (bench_paper_presets)."""
+    def values(r: dict) -> list[float]:
+        runs = r["mink_membership"][name]
+        return [runs["default"]["auc_min_k_20_128"], runs["paper"]["auc_min_k_10_128"],
+                runs["default"]["auc_min_k_pp_20_128"], runs["paper"]["auc_min_k_pp_10_128"]]
+
+    return Citation("tasks/mink_membership/README.md", "bench_paper_presets",
+                    f"| `{name}` | {{}} → {{}} | {{}} → {{}} |", values)
+
+
+def presets_probe_row(rep: str, probe: str) -> Citation:
+    """A row of the probe card's table of what --preset paper changes (bench_paper_presets)."""
+    def values(r: dict) -> list[float]:
+        runs = r["probe_memorization"]["all-MiniLM-L6-v2"]
+        return [runs[mode][f"{rep}/{probe}/{size}"]["memorization_effect"]
+                for size in ("100", "1000", "all") for mode in ("default", "paper")]
+
+    return Citation("tasks/probe_memorization/README.md", "bench_paper_presets",
+                    f"| {rep} | {probe} | {{}} → {{}} | {{}} → {{}} | {{}} → {{}} |", values)
+
+
+def presets_probe_facts(r: dict) -> list[float]:
+    runs = r["probe_memorization"]["all-MiniLM-L6-v2"]
+    counts, tuned = runs["paper"]["counts"], runs["paper"]["tuning"]
+    return [counts["eval_tokens"], counts["eval_tokens"] + counts["multi_subword_eval_tokens"],
+            counts["multi_subword_eval_tokens"], counts["tuning_sentences"],
+            counts["pool_sentences"] - counts["tuning_sentences"], counts["pool_sentences"],
+            *(tuned[key]["chosen"] for key in ("static/linear", "contextual/linear", "static/mlp", "contextual/mlp"))]
+
+
 def duplication_trends(r: dict) -> list[float]:
     """The paywall card's reading of bench_duplication: size (eidetic at 30 and 60 epochs, Min-K% at 5),
     prompt length (the members' approximate mean per public-words bin) and Min-K% by prefix length."""
@@ -228,6 +259,13 @@ CITATIONS = [
              lambda r: [r["paywall_memorization"][m][p]["approximate_mean_members"]
                         - r["paywall_memorization"][m][p]["approximate_mean_non_members"]
                         for m in ("xsum-gpt2-e30", "ja-gpt2-e30") for p in ("default", "paper")]),
+    *(presets_mink_row(name) for name in ("xsum-gpt2-e01", "xsum-gpt2-e30", "ja-gpt2-e01", "ja-gpt2-e30")),
+    *(presets_probe_row(rep, probe) for rep in ("static", "contextual") for probe in ("linear", "mlp")),
+    Citation("tasks/probe_memorization/README.md", "bench_paper_presets",
+             "In the paper mode {} of the {} evaluation tokens are words MiniLM keeps whole ({} left out), {} pool "
+             "sentences tune the probes (so \"all\" is {} sentences, against {}), and the tuning chose C = {} "
+             "(static) and {} (contextual) for the linear probe, {} (static) and {} (contextual) epochs for the MLP.",
+             presets_probe_facts),
     Citation("tasks/weat/README.md", "bench_paper_presets",
              "static mean \\|d\\| over all tests {} → {} on all-MiniLM-L6-v2, {} → {} on `mlm-bert-e05`",
              lambda r: [r["weat"][m][p]["mean_abs_d_static"] for m in ("all-MiniLM-L6-v2", "mlm-bert-e05")
