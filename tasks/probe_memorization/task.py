@@ -241,8 +241,8 @@ class ProbeMemorization(Task):
         if not config.tuning_sentences:
             return {}, None
         if len(tuning_rows) == 0:
-            raise UserError(f"--tuning-sentences {config.tuning_sentences}: the pool of {len(labels)} tokens leaves "
-                            "no tuning token (at most a quarter of the pool's sentences is held out)")
+            raise UserError(f"--tuning-sentences {config.tuning_sentences}: the pool leaves no tuning token (at most "
+                            "a quarter of its sentences is held out, and only words kept by --word-units count)")
         jobs = [(rep, probe) for rep in config.representations for probe in config.probes]
         fits = [fit for rep, probe in jobs for fit in tuning.candidate_fits(
             probe, rep, train_rows, labels[train_rows],

@@ -197,6 +197,9 @@ def test_bad_settings_are_one_line_exit_2(capsys, out, good_conllu):
     assert_user_error(capsys, evaluate_argv(out, *files, "--pooling", "last"), out, "--pooling", "mean")
     assert_user_error(capsys, evaluate_argv(out, *files, "--train-sizes", "1,all"), out, "--train-sizes")
     assert_user_error(capsys, evaluate_argv(out, *files, "--probes", "svm"), out, "--probes")
+    # a pool of under 4 sentences holds out no tuning sentence (a quarter at most)
+    assert_user_error(capsys, evaluate_argv(out, *files, "--tuning-sentences", "500"), out,
+                      "--tuning-sentences 500: the pool leaves no tuning token")
 
 
 # ---------------------------------------------------------------- runs on the real encoder
