@@ -166,6 +166,37 @@ def inference_features(config: MinkConfig) -> list[str]:
     return [name for name in score_names(config.k_percents, config.attacks) if name not in dropped]
 
 
+def min_k_headline(k: int) -> Headline:
+    """The board's headline: Min-K% Prob's AUC at k% and 128 words."""
+    return Headline(metric="auc", tags={"score": f"min_k_{k}", "length": "128"},
+                    label=f"Min-K% {k}% AUC, 128 words", better="lower")
+
+
+def summary_at(k: int) -> tuple[Headline, ...]:
+    """The board's summary of the task, its Min-K% and Min-K%++ columns at k%."""
+    return (min_k_headline(k),
+            Headline(metric="di_p_value", tags={"length": "128"}, label="dataset inference p, 128",
+                     better="higher", plot=True,
+                     log_scale=True, reference_line=0.05),
+            Headline(metric="auc", tags={"score": f"min_k_pp_{k}", "length": "128"},
+                     label=f"Min-K%++ {k}% AUC, 128", better="lower"),
+            Headline(metric="auc", tags={"score": "loss", "length": "128"}, label="loss AUC, 128", better="lower"),
+            Headline(metric="auc", tags={"score": "zlib", "length": "128"}, label="zlib AUC, 128", better="lower"),
+            Headline(metric="auc", tags={"score": "ref", "length": "128"}, label="ref AUC, 128", better="lower"),
+            Headline(metric="auc", tags={"score": "ne", "length": "128"}, label="ne AUC, 128", better="lower"),
+            Headline(metric="auc", tags={"score": "recall", "length": "128"}, label="ReCaLL AUC, 128",
+                     better="lower"),
+            Headline(metric="auc", tags={"score": "dc_pdd", "length": "128"}, label="DC-PDD AUC, 128",
+                     better="lower"),
+            Headline(metric="auc", tags={"score": "gradnorm", "length": "128"}, label="gradnorm AUC, 128",
+                     better="lower"),
+            # a property of the data, not of the model: 0.5 = members and non-members alike
+            Headline(metric="auc", tags={"score": "blind_bow", "length": "128"}, label="blind BoW AUC, 128",
+                     better="ideal", ideal=0.5),
+            Headline(metric="auc", tags={"score": "blind_date", "length": "128"}, label="blind date AUC, 128",
+                     better="ideal", ideal=0.5))
+
+
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
@@ -173,48 +204,13 @@ class MinkMembership(Task):
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})
-    HEADLINE = Headline(metric="auc", tags={"score": "min_k_20", "length": "128"},
-                        label="Min-K% 20% AUC, 128 words", better="lower")
-    SUMMARY = (HEADLINE,
-               Headline(metric="di_p_value", tags={"length": "128"}, label="dataset inference p, 128",
-                        better="higher", plot=True,
-                        log_scale=True, reference_line=0.05),
-               Headline(metric="auc", tags={"score": "min_k_pp_20", "length": "128"},
-                        label="Min-K%++ 20% AUC, 128", better="lower"),
-               Headline(metric="auc", tags={"score": "loss", "length": "128"}, label="loss AUC, 128", better="lower"),
-               Headline(metric="auc", tags={"score": "zlib", "length": "128"}, label="zlib AUC, 128", better="lower"),
-               Headline(metric="auc", tags={"score": "ref", "length": "128"}, label="ref AUC, 128", better="lower"),
-               Headline(metric="auc", tags={"score": "ne", "length": "128"}, label="ne AUC, 128", better="lower"),
-               Headline(metric="auc", tags={"score": "recall", "length": "128"}, label="ReCaLL AUC, 128",
-                        better="lower"),
-               Headline(metric="auc", tags={"score": "dc_pdd", "length": "128"}, label="DC-PDD AUC, 128",
-                        better="lower"),
-               Headline(metric="auc", tags={"score": "gradnorm", "length": "128"}, label="gradnorm AUC, 128",
-                        better="lower"),
-               # a property of the data, not of the model: 0.5 = members and non-members alike
-               Headline(metric="auc", tags={"score": "blind_bow", "length": "128"}, label="blind BoW AUC, 128",
-                        better="ideal", ideal=0.5),
-               Headline(metric="auc", tags={"score": "blind_date", "length": "128"}, label="blind date AUC, 128",
-                        better="ideal", ideal=0.5))
+    HEADLINE = min_k_headline(HEADLINE_K)
+    SUMMARY = summary_at(HEADLINE_K)
     Config = MinkConfig
 
     def headlines(self, config: MinkConfig) -> tuple[Headline, tuple[Headline, ...]]:
-        """`HEADLINE` and `SUMMARY` with the Min-K% and Min-K%++ AUCs at `--headline-k` instead of 20."""
-        if config.headline_k == HEADLINE_K:
-            return self.HEADLINE, self.SUMMARY
-        k = config.headline_k
-        moved = {f"min_k_{HEADLINE_K}": (f"min_k_{k}", f"Min-K% {k}%"),
-                 f"min_k_pp_{HEADLINE_K}": (f"min_k_pp_{k}", f"Min-K%++ {k}%")}
-
-        def at_k(head: Headline) -> Headline:
-            score = head.tags.get("score")
-            if score not in moved:
-                return head
-            name, words = moved[score]
-            label = head.label.replace(f"Min-K%++ {HEADLINE_K}%", words).replace(f"Min-K% {HEADLINE_K}%", words)
-            return head.model_copy(update={"tags": {**head.tags, "score": name}, "label": label})
-
-        return at_k(self.HEADLINE), tuple(at_k(head) for head in self.SUMMARY)
+        """The headline and summary with the Min-K% and Min-K%++ AUCs at `--headline-k`."""
+        return min_k_headline(config.headline_k), summary_at(config.headline_k)
 
     def load_data(self, config: MinkConfig, context: RunContext) -> MembershipData:
         data = load_membership_data(config.data, config.split, config.text_column, config.label_column,

@@ -195,8 +195,9 @@ class PaywallMemorization(Task):
         generations, info = greedy_continuations(model.model, tokenizer, [e.prompt for e in examples], budgets,
                                                  batch_size=context.batch_size, progress=context.progress)
         generations = [g.lstrip() for g in generations]
-        ended = [first_sentence(g, config.language) for g in generations] if sentence else []
+        ended = []  # per generation (its first sentence, whether it ended) with --generation-end sentence
         if sentence:  # greedy: cutting after the generation is what stopping at the sentence's end would give
+            ended = [first_sentence(g, config.language) for g in generations]
             generations = [text for text, _ in ended]
         eidetic = np.array([m.forward_match(g, e.reference) for g, e in zip(generations, examples)])
         approximate = np.array([m.approximate_memorization(g, e.reference) for g, e in zip(generations, examples)])
