@@ -158,6 +158,14 @@ def duplication_trends(r: dict) -> list[float]:
             *(large["5"]["min_k_10_auc"][length] for length in ("32", "128", "512"))]
 
 
+H200 = "gpu_check--smollm2-1.7b--h200"
+
+
+def gpu_task(report: dict, name: str) -> dict:
+    """A task's row of a gpu_check record."""
+    return next(t for t in report["tasks"] if t["task"] == name)
+
+
 CITATIONS = [
     # docs/scaling.md: data parallel on CPU
     Citation("docs/scaling.md", "bench_parallel",
@@ -484,6 +492,35 @@ CITATIONS = [
     stereoset_row("xsum-gpt2-e30", "reference GPT-2 (`xsum-gpt2-e30`), `--causal-context official`", same_to=True),
     stereoset_row("xsum-gpt2-e30-bos", "the same, `--causal-context bos` (v1)", same_to=False),
     stereoset_row("tiny-bert", "random tiny BERT (`--make-tiny-bert`), masked", same_to=True),
+    # docs/gpu.md: the H200 section's reading of its gpu_check record (its table is checked in test_gpu_check.py)
+    Citation("docs/gpu.md", H200, "peaks measured at {} TFLOP/s and {} GB/s",
+             lambda r: [r["peak_tflops"], r["bandwidth_gbs"]]),
+    Citation("docs/gpu.md", H200, "**All {} tasks `ok`, none stopped:** the check ran to the end in {} s",
+             lambda r: [len(r["tasks"]), r["total_s"]]
+             if r["finished"] and all(t["status"] == "ok" for t in r["tasks"]) else []),
+    Citation("docs/gpu.md", H200, "**mink_membership: {} s against the 60 s target, still not met.** About 84 s of "
+             "it was gradient norms (the log's progress bar: 129 batches in 01:24), in batches of {} texts",
+             lambda r: [gpu_task(r, "mink_membership")["wall_s"],
+                        gpu_task(r, "mink_membership")["batch_sizes"]["gradient norms"]]
+             if gpu_task(r, "mink_membership")["wall_s"] > 60 else []),
+    Citation("docs/gpu.md", H200, "({} random texts of {} tokens, before the tasks): `vmap` batches of 3 took {} s, "
+             "the per-text loop {} s, `vmap` batches of 1 {} s. A batch of 3's top operators by CUDA time: "
+             "`aten::bmm` {} ms, `aten::mm` {} ms, `aten::mul` {} ms, `aten::abs` {} ms, `aten::amax` {} ms",
+             lambda r: [r["gradnorm_check"][k] for k in ("texts", "tokens", "vmap_batch_3_s", "loop_s", "vmap_batch_1_s")]
+             + [next(op["device_ms"] for op in r["gradnorm_check"]["vmap_batch_3_top_ops"] if op["op"] == name)
+                for name in ("aten::bmm", "aten::mm", "aten::mul", "aten::abs", "aten::amax")]),
+    Citation("docs/gpu.md", H200, "**probe_memorization: {} s** with the workers mapping .npy files",
+             lambda r: [gpu_task(r, "probe_memorization")["wall_s"]]),
+    Citation("docs/gpu.md", H200, "**privacy_extraction finished: {} s for {} AdamW steps**",
+             lambda r: [gpu_task(r, "privacy_extraction")["wall_s"], gpu_task(r, "privacy_extraction")["optimizer_steps"]]
+             if gpu_task(r, "privacy_extraction")["status"] == "ok" else []),
+    Citation("docs/gpu.md", H200, "filled for {} tasks (weat and probe_memorization record none). stereoset's {} "
+             "forward passes, all of its passes, replayed back to back took {} s of its {} s",
+             lambda r: [sum(t["raw_forward"] is not None for t in r["tasks"]),
+                        gpu_task(r, "stereoset")["raw_forward"]["passes"], gpu_task(r, "stereoset")["raw_forward"]["seconds"],
+                        gpu_task(r, "stereoset")["wall_s"]]
+             if all(gpu_task(r, name)["raw_forward"] is None for name in ("weat", "probe_memorization"))
+             and gpu_task(r, "stereoset")["raw_forward"]["passes"] == gpu_task(r, "stereoset")["forward_passes"] else []),
 ]
 
 
