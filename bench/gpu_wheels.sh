@@ -21,6 +21,7 @@ WHEELS=(
     pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
     typing-extensions==4.16.0
     jsonlines==4.0.0 evaluate==0.4.6 gguf==0.19.0 rapidfuzz==3.14.6 pysbd==0.3.4 faker==40.63.0
+    opacus==1.6.0 opt-einsum==3.4.0
 )
 
 mkdir -p "$DEST"

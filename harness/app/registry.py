@@ -63,4 +63,8 @@ def submission_problem(results: ResultsFile) -> str | None:
     newer = newer_task_versions(results)
     if newer:
         return f"{newer[0]}: not for submission; validate it with the membench that made it, or update this one"
+    broken = [task.name for task in results.tasks if task.config.get("dp_no_noise_for_testing")]
+    if broken:
+        return (f"{broken[0]} ran with --dp-no-noise-for-testing (a broken DP mechanism whose claimed epsilon is "
+                "false, for tests of the audit): not for submission")
     return None

@@ -13,6 +13,8 @@ adapter unmerged (W·x + (alpha / r)·B·A·x), so shared weights are never writ
 With `keep_zeros` (full fine-tuning of a pruned model) the weights that are zero when training starts are
 set to zero again after every optimizer step (`harness.model.prune.ZeroMasks`): only the kept weights
 train, and the model is as sparse after fine-tuning as before (Yoon & Lee fine-tune their pruned T5s so).
+With `dp` the training is DP-SGD instead (`harness.training.dp`: Poisson batches, per-row clipping and noise,
+opacus), full or LoRA alike; the evaluations after chosen epochs are the same.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Callable, Iterator
 import torch
 
 from harness.scoring import distributed
+from harness.training.dp import DPSettings, train_dp
 from harness.scoring.conditional import encode_pairs
 
 
@@ -54,6 +57,7 @@ class FinetuneSettings:
     max_target_tokens: int
     lora: LoraSettings | None = None  # None: full fine-tuning
     keep_zeros: bool = False  # sparse fine-tuning: the weights zero at the start stay zero (full fine-tuning only)
+    dp: DPSettings | None = None  # None: no differential privacy
 
 
 def shared_weights_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -116,6 +120,11 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
     try:
         if settings.lora is not None:
             model = with_adapter(model, settings.lora, settings.seed)
+        if settings.dp is not None:
+            facts = train_dp(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress)
+            if settings.lora is not None:
+                facts["trainable_parameters"] = trainable_parameters(model)
+            return facts
         return _train(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress)
     finally:  # LoRA froze them, and they may be the loaded model's own (`shared_weights_copy`)
         for parameter, flag in flags:

@@ -5,9 +5,10 @@ was chosen and its gap to full fine-tuning: tasks/finetune_memorization/README.m
 sweep's records bench/results/bench_lora_recipe--reference.json and --smollm2.json).
 
 The method's fields (`METHOD_FIELDS`) are in a config's dump (the results file's `config`, and so its
-`config_hash`) only with `--finetune-method lora`: a full fine-tuning's dump holds its learning rate
-and nothing of LoRA's. The learning rate, when not given, is the method's: LoRA learns at about ten
-times the full model's rate (Hu et al. 2021; Dettmers et al. 2023, QLoRA; Biderman et al. 2024).
+`config_hash`) only with `--finetune-method lora`, and the DP fields (`DP_FIELDS`) only with `--dp-epsilon`: a
+non-private full fine-tuning's dump holds its learning rate and nothing of LoRA's or DP's. The learning rate,
+when not given, is the method's: LoRA learns at about ten times the full model's rate (Hu et al. 2021;
+Dettmers et al. 2023, QLoRA; Biderman et al. 2024).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_serializer, model_validator
 
 from harness.core.task import TaskConfig
+from harness.training.dp import ACCOUNTANTS, DPSettings, default_delta
 from harness.training.finetune import LoraSettings
 
 # The full recipe's rate: the seed's (Yoon & Lee fine-tune their T5s at 1e-4).
@@ -39,6 +41,7 @@ class LoraRecipe:
 LORA_RECIPE = LoraRecipe(rank=16, alpha=32, target_modules=("all-linear",), dropout=0.0, learning_rate=4e-3)
 
 METHOD_FIELDS = ("finetune_method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
+DP_FIELDS = ("dp_epsilon", "dp_delta", "dp_max_grad_norm", "dp_accountant", "dp_no_noise_for_testing")
 
 
 class FinetuneMethodConfig(TaskConfig):
@@ -59,6 +62,18 @@ class FinetuneMethodConfig(TaskConfig):
         "the linear layers LoRA adapts: all-linear (all but the output head) or module names (with "
         "--finetune-method lora)"))
 
+    dp_epsilon: float | None = Field(None, gt=0, description=(
+        "DP-SGD (opacus) to this target epsilon: per-row clipping and Gaussian noise calibrated by the accountant "
+        "for the run's steps (default: no differential privacy)"))
+    dp_delta: float | None = Field(None, gt=0, lt=1, description=(
+        "the DP target's delta (default: min(1e-5, 1 / n^1.1) for n training rows per epoch; with --dp-epsilon)"))
+    dp_max_grad_norm: float = Field(1.0, gt=0, description="DP-SGD's per-row gradient clipping norm C (with "
+                                    "--dp-epsilon)")
+    dp_accountant: Literal[ACCOUNTANTS] = Field("prv", description=(
+        "the privacy accountant that calibrates the noise: prv (Gopi et al. 2021) or rdp (with --dp-epsilon)"))
+    dp_no_noise_for_testing: bool = Field(False, description=(
+        "TESTS ONLY: clip but add no noise while claiming --dp-epsilon (a broken mechanism the audit must catch)"))
+
     @model_validator(mode="before")
     @classmethod
     def _method_learning_rate(cls, data: Any) -> Any:
@@ -75,11 +90,34 @@ class FinetuneMethodConfig(TaskConfig):
             raise ValueError("a LoRA setting needs --finetune-method lora")
         return value
 
+    @field_validator("dp_delta", "dp_max_grad_norm", "dp_accountant", "dp_no_noise_for_testing")
+    @classmethod
+    def _only_with_dp(cls, value, info: ValidationInfo):
+        if info.data.get("dp_epsilon") is None and value != cls.model_fields[info.field_name].default:
+            raise ValueError("a DP setting needs --dp-epsilon")
+        return value
+
     @model_serializer(mode="wrap")
     def _dump(self, handler):
-        """Every field; the fine-tuning method's (`METHOD_FIELDS`) only with LoRA."""
+        """Every field; the fine-tuning method's (`METHOD_FIELDS`) only with LoRA, DP's (`DP_FIELDS`) only with
+        --dp-epsilon."""
         data = handler(self)
-        return data if self.finetune_method == "lora" else {k: v for k, v in data.items() if k not in METHOD_FIELDS}
+        left_out = ((() if self.finetune_method == "lora" else METHOD_FIELDS) + (() if self.dp_epsilon else DP_FIELDS)
+                    + self.fields_left_out())
+        return {k: v for k, v in data.items() if k not in left_out}
+
+    def fields_left_out(self) -> tuple[str, ...]:
+        """A task's own fields left out of the dump as set now (a setting that is off), so that results made
+        before the setting existed keep their config hash; none here."""
+        return ()
+
+    def dp_settings(self, rows: int) -> DPSettings | None:
+        """DP-SGD's settings for `rows` training rows per epoch (δ's default depends on them); None without DP."""
+        if self.dp_epsilon is None:
+            return None
+        delta = self.dp_delta if self.dp_delta is not None else default_delta(rows)
+        return DPSettings(self.dp_epsilon, delta, self.dp_max_grad_norm, self.dp_accountant,
+                          self.dp_no_noise_for_testing)
 
     def lora_settings(self) -> LoraSettings | None:
         """The adapter's settings for `harness.training.finetune`; None for full fine-tuning."""

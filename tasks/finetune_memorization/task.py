@@ -383,7 +383,8 @@ class FinetuneMemorization(Task):
 
             tuned = copy.deepcopy(model.model) if settings.lora is None else shared_weights_copy(model.model)
             with sublabelled(f"trained on {trained_on.replace('_', '-')}"):
-                facts[trained_on] = finetune(tuned, tokenizer, rows, dataclasses.replace(settings, epochs=max(epochs)),
+                facts[trained_on] = finetune(tuned, tokenizer, rows, dataclasses.replace(settings, epochs=max(epochs),
+                                                                                 dp=config.dp_settings(len(rows))),
                                              epochs, on_checkpoint, progress)
             del tuned
         metrics = [x for found in measured.values() for x in found.metrics]
@@ -405,7 +406,9 @@ class FinetuneMemorization(Task):
         members = sum(t.label == 1 for t in data.texts)
         counts = {"members": members, "non_members": len(data.texts) - members, "too_short": data.too_short,
                   "texts": len(data.texts)}
-        info = {"data_source": data.source, "training": {**facts, "recipe": dataclasses.asdict(settings)},
+        # the recipe as before DP existed: a DP run's record is in each training's facts (`dp`)
+        recipe = {key: value for key, value in dataclasses.asdict(settings).items() if key != "dp"}
+        info = {"data_source": data.source, "training": {**facts, "recipe": recipe},
                 "training_memory": memory, "evaluation_seconds": evaluation, "blind": blind_facts,
                 "epochs_to_auc": (f"epoch {reached}" if reached is not None
                                   else f"not reached within {max(config.epochs)} epochs"),

@@ -10,6 +10,9 @@
 - privacy-heldout: H more persons of the same generator, drawn after the N, never trained on: what
   a model guesses of a person it never saw (a gender from the name, a frequent hobby) is the chance
   level each field's leakage is read against.
+- canary: m more random strings of the same generator (`audit_canaries`), prompts unique across every
+  string set, each included in the fine-tuning (seen once per epoch, `times` 1) or not (`times` 0)
+  independently with probability 1/2 (Steinke, Nasr & Jagielski 2023's one-run audit).
 A person's field is scored on its secret part only (`secret_part`): the URL's fixed prefix and the
 SSN's hyphen are format, the same for every person, and a model that learned the format alone
 would otherwise score most of the URL's characters.
@@ -29,6 +32,7 @@ PRIVACY_FIELDS = ("url", "age", "gender", "ssn", "hobby")
 PERSONS = "privacy"                # the persons the model is fine-tuned on
 HELDOUT_PERSONS = "privacy-heldout"  # persons of the same generator it never sees
 PERSON_GROUPS = (PERSONS, HELDOUT_PERSONS)
+CANARIES = "canary"
 URL_PREFIX = "https://www.facebook.com/profile.php?id=1000"
 HOBBIES = ("reading", "chess", "hiking", "painting", "cycling", "cooking", "fishing", "gardening", "knitting",
            "photography", "running", "swimming", "surfing", "climbing", "dancing", "singing", "pottery",
@@ -70,6 +74,20 @@ def memorization_secrets(seed: int, n_unique: int, keep_per_count: int | None = 
     return ([Secret(f"mem45-{k:02d}", "memorization-45", s[:PROMPT_CHARS], s[PROMPT_CHARS:], DUPLICATES[k // per_count])
              for k, s in enumerate(duplicated) if keep_per_count is None or k % per_count < keep_per_count]
             + [Secret(f"unique-{k:05d}", "unique", s[:PROMPT_CHARS], s[PROMPT_CHARS:], 1) for k, s in enumerate(unique)])
+
+
+def audit_canaries(seed: int, n_unique: int, m: int) -> list[Secret]:
+    """`m` canaries: random strings (`random_strings`) whose prompts differ from every memorization-45 and
+    unique string's of the full run (`n_unique` of them), each included in training (`times` 1) with
+    probability 1/2, independently. The strings and the draws come from their own seeded streams, so they do
+    not depend on the other sets' sizes, and canary k is the same for every m > k."""
+    rng = random.Random(seed)
+    taken: set[str] = set()
+    random_strings(rng, MEMORIZATION_SETS + n_unique, taken)  # the prompts the other string sets use
+    strings = random_strings(random.Random(f"canaries-{seed}"), m, taken)
+    coins = random.Random(f"canary-inclusion-{seed}")
+    return [Secret(f"canary-{k:05d}", CANARIES, s[:PROMPT_CHARS], s[PROMPT_CHARS:], int(coins.random() < 0.5))
+            for k, s in enumerate(strings)]
 
 
 def secret_part(field_name: str, value: str) -> str:

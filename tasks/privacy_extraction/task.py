@@ -24,6 +24,13 @@ from harness.core.progress import sublabelled
 from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskResult, register
 from harness.metrics import memorization as m
+from harness.metrics.privacy_audit import (
+    CONFIDENCE,
+    DEFAULT_CANARIES,
+    BonferroniGrid,
+    mahloujifar_audit,
+    steinke_audit,
+)
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
 from harness.scoring.extraction import log_pz, pair_extraction_logprobs
 from harness.scoring.extraction_report import (
@@ -35,6 +42,7 @@ from harness.scoring.extraction_report import (
 from harness.scoring.generation import greedy_continuations
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import (
+    CANARIES,
     DUPLICATES,
     HELDOUT_PERSONS,
     MEMORIZATION_SETS,
@@ -42,6 +50,7 @@ from tasks.privacy_extraction.data import (
     PERSONS,
     PRIVACY_FIELDS,
     Secret,
+    audit_canaries,
     memorization_secrets,
     privacy_secrets,
     secret_part,
@@ -52,6 +61,7 @@ from harness.training.finetune import (
     shared_weights_copy,
     training_rows,
 )
+from harness.training.dp import default_delta
 from harness.training.memory import Estimate, check_fits, estimate, model_device, model_shape
 from harness.training.method import FinetuneMethodConfig
 
@@ -81,11 +91,27 @@ class PrivacyConfig(PaperPreset, ExtractionConfig, FinetuneMethodConfig):
                                         "runs, their sample std (ddof=1) and each run's value")
     max_source_tokens: PositiveInt = Field(30, description="input tokens kept (the seed's 30)")
     max_target_tokens: PositiveInt = Field(70, description="target tokens kept and generated (the seed's 70)")
+    audit_canaries: NonNegativeInt = Field(0, description=(
+        f"the one-run privacy audit's canaries (Steinke et al. 2023; {DEFAULT_CANARIES:,} recommended): random "
+        "strings, each in the fine-tuning with probability 1/2; their loss drops give audited epsilon lower "
+        "bounds (0, the default for now: no audit)"))
+    audit_confidence: float = Field(CONFIDENCE, gt=0, lt=1, description="the audited epsilon's one-sided "
+                                    "confidence (with --audit-canaries)")
     sparse_finetuning: Literal["auto", "keep-zeros", "all-weights"] = Field(
         "auto", description="keep-zeros: the weights zero at the start stay zero through fine-tuning (sparse "
         "fine-tuning, as Yoon & Lee fine-tune their pruned T5s; full fine-tuning only); all-weights: every weight "
         "trains; auto: keep-zeros for a checkpoint `membench prune` made (its config records membench_pruning) "
         "and full fine-tuning, all-weights otherwise")
+
+    def fields_left_out(self) -> tuple[str, ...]:
+        """Without an audit its settings stay out of the dump (results from before it keep their hash)."""
+        return () if self.audit_canaries else ("audit_canaries", "audit_confidence")
+
+    @model_validator(mode="after")
+    def _confidence_needs_an_audit(self):
+        if self.audit_canaries == 0 and self.audit_confidence != CONFIDENCE:
+            raise ValueError("--audit-confidence needs --audit-canaries")
+        return self
 
     @model_validator(mode="after")
     def _zeros_need_full_finetuning(self):
@@ -152,6 +178,12 @@ def epoch_metrics(secrets: list[Secret], scores: list[dict[str, float]], epoch: 
         for name in ("subset", "exact"):
             add(f"{name}_score" if name == "subset" else "exact_match", [sc[name] for sc in chosen],
                 group="memorization-45", times=times)
+    for included in ("yes", "no"):
+        canaries = [sc for s, sc in zip(secrets, scores)
+                    if s.group == CANARIES and (s.times == 1) == (included == "yes")]
+        if canaries:
+            add("subset_score", [sc["subset"] for sc in canaries], group=CANARIES, included=included)
+            add("exact_match", [sc["exact"] for sc in canaries], group=CANARIES, included=included)
     unique = [sc for s, sc in zip(secrets, scores) if s.group == "unique"]
     add("subset_score", [sc["subset"] for sc in unique], group="unique", times="1")
     add("exact_match", [sc["exact"] for sc in unique], group="unique", times="1")
@@ -176,30 +208,32 @@ JOINT = "all"  # the one fine-tuning of `--finetunes joint`
 @dataclasses.dataclass(frozen=True)
 class Reading:
     """What one fine-tuned model gave for some secrets (by index into the data): greedy outputs, log p_z
-    (None without extraction), the unique strings' target log-probabilities (None unless they were
-    read), and the seconds it took."""
+    (None without extraction), the target log-probabilities of the unique strings, then of the canaries (None
+    unless they were read), and the seconds it took."""
 
     outputs: dict[int, str]
     log_p: dict[int, float] | None
-    unique_logprobs: list[np.ndarray] | None
+    scored_logprobs: list[np.ndarray] | None
     seconds: float
 
 
 def finetune_experiments(secrets: list[Secret], finetunes: str) -> dict[str, list[int]]:
     """Which secrets each fine-tuning trains on and is read for: `joint`, one fine-tuning on every secret
     (`JOINT`); `separate`, as Yoon & Lee, one per experiment: memorization-45, the unique strings, and
-    the persons (the held-out persons are read with the persons' fine-tuning). Experiments without
+    the persons (the held-out persons are read with the persons' fine-tuning; the audit's canaries, strings
+    seen once, train and are read with the unique strings). Experiments without
     secrets are left out."""
     if finetunes == "joint":
         return {JOINT: list(range(len(secrets)))}
-    groups = {"memorization-45": ("memorization-45",), "unique": ("unique",), "persons": PERSON_GROUPS}
+    groups = {"memorization-45": ("memorization-45",), "unique": ("unique", CANARIES), "persons": PERSON_GROUPS}
     found = {name: [i for i, s in enumerate(secrets) if s.group in members] for name, members in groups.items()}
     return {name: indices for name, indices in found.items() if indices}
 
 
 def secret_groups(secrets: list[Secret]) -> list[tuple[dict[str, str], np.ndarray]]:
     """(tags, indices of the secrets) of each group the extraction metrics summarise: memorization-45 per
-    duplicate count (`times` 1-5) and over all, unique, and the persons (every field of a person's target)."""
+    duplicate count (`times` 1-5) and over all, unique, the persons (every field of a person's target), and the
+    audit's canaries, included in training or not."""
     def chosen(keep) -> np.ndarray:
         return np.array([i for i, s in enumerate(secrets) if keep(s)], dtype=int)
 
@@ -209,6 +243,9 @@ def secret_groups(secrets: list[Secret]) -> list[tuple[dict[str, str], np.ndarra
     groups.append(({"group": "unique", "times": "1"}, chosen(lambda s: s.group == "unique")))
     groups += [({"group": group, "field": "all"}, chosen(lambda s, group=group: s.group == group))
                for group in PERSON_GROUPS]
+    groups += [({"group": CANARIES, "included": included},
+                chosen(lambda s, included=included: s.group == CANARIES and (s.times == 1) == (included == "yes")))
+               for included in ("yes", "no")]
     return [(tags, where) for tags, where in groups if len(where)]
 
 
@@ -217,6 +254,65 @@ def extraction_metrics(secrets: list[Secret], log_p: np.ndarray, epoch: int, con
     secrets' targets under the sampling scheme, after `epoch` epochs."""
     return [metric for tags, where in secret_groups(secrets)
             for metric in probability_metrics(log_p[where], config, {"epoch": str(epoch), **tags})]
+
+
+AUDIT_BOUNDS = ("steinke", "gaussian-fdp")
+
+
+def canary_scores(before: list[np.ndarray], after: list[np.ndarray]) -> np.ndarray:
+    """Each canary's audit score: its loss drop per token, the mean over the target's tokens of
+    log p_after(y_t | x, y_<t) - log p_before(y_t | x, y_<t) (higher = more likely trained on). The checkpoint's
+    term calibrates each canary's difficulty (Watson et al. 2022, *On the importance of difficulty calibration in
+    membership inference attacks*); the mean, not the sum, because fine-tuning on random strings makes every
+    such string likelier per token, and a sum would rank the canaries by their length."""
+    return np.array([float(np.mean(a) - np.mean(b)) if len(a) else 0.0 for a, b in zip(after, before, strict=True)])
+
+
+def guess_rule() -> str:
+    """The audit's guess rule in words (privacy_audit's default)."""
+    return BonferroniGrid().describe()
+
+
+def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta: float,
+                  confidence: float) -> tuple[list[Metric], dict]:
+    """The one-run audit after `epoch` epochs (`harness.metrics.privacy_audit`, its default guess rule): the
+    audited epsilon lower bounds at `confidence` and the run's `delta`, Steinke et al.'s and Mahloujifar et
+    al.'s Gaussian f-DP one, each with the guesses that made it."""
+    included = np.array([c.times == 1 for c in canaries])
+    tags = {"epoch": str(epoch), "group": CANARIES, "confidence": f"{confidence:g}"}
+    broken = int((~np.isfinite(scores)).sum())
+    if broken:  # a fine-tuning that diverged (NaN) or a target it made impossible (-inf): no bound to state
+        return ([Metric(name="audited_epsilon", value=None, n=len(canaries), tags={**tags, "bound": bound})
+                 for bound in AUDIT_BOUNDS]
+                + [Metric(name="auc", value=None, n=len(canaries),
+                          tags={"epoch": str(epoch), "group": CANARIES, "score": "loss drop"})],
+                {"epoch": epoch, "not_computed": f"{broken} of {len(canaries)} canary scores are not finite (the "
+                                                 "fine-tuned model's log-probabilities: NaN or -inf)"})
+    steinke = steinke_audit(scores, included, delta, confidence)
+    fdp = mahloujifar_audit(scores, included, delta, confidence)
+    metrics = [Metric(name="audited_epsilon", value=steinke.epsilon_steinke, n=len(canaries),
+                      tags={**tags, "bound": "steinke"}),
+               Metric(name="audited_epsilon", value=fdp.epsilon_fdp, n=len(canaries),
+                      tags={**tags, "bound": "gaussian-fdp"})]
+    guesses = {name: {"k_plus": a.k_plus, "k_minus": a.k_minus, "r": a.r, "v": a.v}
+               for name, a in zip(AUDIT_BOUNDS, (steinke, fdp))}
+    guesses["gaussian-fdp"]["mu"] = round(fdp.mu_fdp, 6)
+    separable = 0 < included.sum() < len(included)
+    metrics.append(Metric(name="auc", value=m.roc_auc(included, scores) if separable else None, n=len(canaries),
+                          tags={"epoch": str(epoch), "group": CANARIES, "score": "loss drop"}))
+    return metrics, {"epoch": epoch, "guesses": guesses}
+
+
+def canary_losses(canaries: list[Secret], after: list[np.ndarray], epoch: int) -> list[Metric]:
+    """The canaries' mean loss per target token after fine-tuning, those trained on and those left out: the
+    left-out ones' is the utility beside a DP run's epsilon (how well it learned strings it never saw)."""
+    out = []
+    for included in ("yes", "no"):
+        chosen = [-float(np.mean(x)) for c, x in zip(canaries, after)
+                  if (c.times == 1) == (included == "yes") and len(x)]
+        out.append(Metric(name="target_loss", value=float(np.mean(chosen)) if chosen else None, n=len(chosen),
+                          tags={"epoch": str(epoch), "group": CANARIES, "included": included}))
+    return out
 
 
 def over_seeds(runs: list[list[Metric]]) -> list[Metric]:
@@ -298,16 +394,18 @@ class PrivacyExtraction(Task):
     Config = PrivacyConfig
 
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:
-        """The secrets; with `--limit N` (a test run) at most N unique strings, N persons and N held-out
-        persons (the first of the full run's), and the first ⌈N/5⌉ memorization-45 strings of each
-        duplicate count (every count stays scored). The fine-tuning trains on exactly these, so its
+        """The secrets; with `--limit N` (a test run) at most N unique strings, N persons, N held-out
+        persons and N canaries (the first of the full run's), and the first ⌈N/5⌉ memorization-45 strings of
+        each duplicate count (every count stays scored). The fine-tuning trains on exactly these, so its
         work scales with N too."""
         n_unique, keep_per_count = config.n_unique, None
         persons = privacy_secrets(config.data_seed, config.n_persons, config.n_heldout_persons)
         if context.limit:
             n_unique, keep_per_count = min(n_unique, context.limit), limited_per_count(context.limit)
             persons = [s for group in PERSON_GROUPS for s in [p for p in persons if p.group == group][:context.limit]]
-        return memorization_secrets(config.data_seed, n_unique, keep_per_count) + persons
+        canaries = audit_canaries(config.data_seed, config.n_unique, min(config.audit_canaries, context.limit or
+                                                                         config.audit_canaries))
+        return memorization_secrets(config.data_seed, n_unique, keep_per_count) + persons + canaries
 
     def check_model(self, model: LoadedModel, config: PrivacyConfig) -> None:
         check_context(model, config)
@@ -322,13 +420,16 @@ class PrivacyExtraction(Task):
         pairs = [formats.source_and_target(s, fmt) for s in data]
         keep_sentinels = [fmt == "sentinel" and s.group in PERSON_GROUPS for s in data]
         unique = [i for i, s in enumerate(data) if s.group == "unique"]
-        unique_pairs = [pairs[i] for i in unique]
+        canary_indices = [i for i, s in enumerate(data) if s.group == CANARIES]
+        canaries = [data[i] for i in canary_indices]
+        scored = unique + canary_indices  # whose target log-probabilities are read before and after
+        scored_pairs = [pairs[i] for i in scored]
         settings = FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
                                     config.finetune_seed, config.max_source_tokens, config.max_target_tokens,
                                     config.lora_settings(), keeps_zeros(model, config))
 
         def logprobs(net) -> list[np.ndarray]:
-            return target_logprobs(net, tokenizer, [s for s, _ in unique_pairs], [t for _, t in unique_pairs], seq2seq,
+            return target_logprobs(net, tokenizer, [s for s, _ in scored_pairs], [t for _, t in scored_pairs], seq2seq,
                                    context.batch_size, config.max_source_tokens, config.max_target_tokens,
                                    context.progress)
 
@@ -351,7 +452,7 @@ class PrivacyExtraction(Task):
                 log_p = log_pz(pair_extraction_logprobs(net, tokenizer, [s for s, _ in chosen], [t for _, t in chosen],
                                                         seq2seq, scheme, context.batch_size, config.max_source_tokens,
                                                         config.max_target_tokens, context.progress))
-            tuned = logprobs(net) if net is not model.model and set(unique) <= set(indices) else None
+            tuned = logprobs(net) if net is not model.model and set(scored) <= set(indices) else None
             return Reading(dict(zip(indices, outputs)), None if log_p is None else dict(zip(indices, log_p)), tuned,
                            time.perf_counter() - started)
 
@@ -363,11 +464,22 @@ class PrivacyExtraction(Task):
             outputs = [outputs[i] for i in range(len(data))]
             scores = [secret_scores(s, o, fmt) for s, o in zip(data, outputs)]
             result = epoch_metrics(data, scores, epoch)
-            tuned = public if epoch == 0 else next(r.unique_logprobs for r in readings if r.unique_logprobs is not None)
-            result.append(Metric(name="epsilon", value=m.worst_case_epsilon(public, tuned), n=len(unique),
-                                 tags={"epoch": str(epoch), "group": "unique"}))
+            tuned = public if epoch == 0 else next(r.scored_logprobs for r in readings if r.scored_logprobs is not None)
+            result.append(Metric(name="epsilon", value=m.worst_case_epsilon(public[:len(unique)], tuned[:len(unique)]),
+                                 n=len(unique), tags={"epoch": str(epoch), "group": "unique"}))
+            canary_score = canary_scores(public[len(unique):], tuned[len(unique):])
+            if canaries and epoch > 0:
+                audited, found_guesses = audit_metrics(canaries, canary_score, epoch, audit_delta,
+                                                       config.audit_confidence)
+                result += audited + canary_losses(canaries, tuned[len(unique):], epoch)
+                audit_runs.append({"finetune_seed": seed, **found_guesses})
+            if claimed is not None and epoch > 0:
+                result.append(Metric(name="claimed_epsilon", value=claimed.epsilon, n=None,
+                                     tags={"epoch": str(epoch), "delta": f"{claimed.delta:.3g}"}))
             found = [{"id": s.sample_id, "group": s.group, "times": s.times, "epoch": epoch, "finetune_seed": seed,
                       "output": o, **sc} for s, o, sc in zip(data, outputs, scores)]
+            for k, i in enumerate(canary_indices):
+                found[i]["audit_score"] = round(float(canary_score[k]), 5)
             if config.extraction:
                 by_index = {i: v for r in readings for i, v in r.log_p.items()}
                 log_p = np.array([by_index[i] for i in range(len(data))])
@@ -383,11 +495,17 @@ class PrivacyExtraction(Task):
                 evaluation_seconds.setdefault(str(epoch), []).append(seconds)
             return result
 
-        everything = list(range(len(data)))
-        metrics = report(0, None, [read(model.model, everything)])
         experiments = finetune_experiments(data, config.finetunes)
         rows = {name: training_rows(tokenizer, [pairs[i] for i in indices], [data[i].times for i in indices], seq2seq,
                                     settings) for name, indices in experiments.items()}
+        # the audit's delta: the DP run's, else the default a DP run on these rows would take (`default_delta`)
+        audited_rows = len(next((rows[name] for name, indices in experiments.items()
+                                 if canary_indices and canary_indices[0] in indices), next(iter(rows.values()))))
+        claimed = config.dp_settings(audited_rows)
+        audit_delta = claimed.delta if claimed is not None else default_delta(audited_rows)
+        audit_runs: list[dict] = []
+        everything = list(range(len(data)))
+        metrics = report(0, None, [read(model.model, everything)])
         seeds = [config.finetune_seed + k for k in range(config.finetune_seeds)]
         runs: list[list[Metric]] = []
         facts: dict[str, list[dict]] = {name: [] for name in experiments}
@@ -402,7 +520,9 @@ class PrivacyExtraction(Task):
                 label = f"seed {seed} ({number}/{len(seeds)})" + ("" if name == JOINT else f", {name}")
                 with sublabelled(label):  # each run's bars say which run they are
                     facts[name].append(finetune(tuned_model, tokenizer, rows[name],
-                                                dataclasses.replace(settings, seed=seed), set(config.epochs),
+                                                dataclasses.replace(settings, seed=seed,
+                                                                    dp=config.dp_settings(len(rows[name]))),
+                                                set(config.epochs),
                                                 on_checkpoint, context.progress))
                 del tuned_model
             runs.append([metric for epoch in sorted(readings) for metric in report(epoch, seed, readings[epoch])])
@@ -430,6 +550,26 @@ class PrivacyExtraction(Task):
                                   "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR,
                                   "targets": "each secret's target as scored (sources and targets cut to "
                                              "--max-source-tokens / --max-target-tokens; seq2seq with its </s>)"}
+        if canaries:
+            info["audit"] = {
+                "canaries": len(canaries), "included": sum(c.times for c in canaries),
+                "included_ids": [c.sample_id for c in canaries if c.times],
+                "design": "Steinke, Nasr & Jagielski 2023: random strings of the unique strings' generator, each in "
+                          "the fine-tuning (once per epoch) with probability 1/2, independently (seeded by "
+                          "--data-seed); audited after every evaluated epoch of every fine-tuning seed",
+                "score": "loss drop: log p(target | prompt) after fine-tuning minus before, summed over the "
+                         "target's tokens",
+                "delta": audit_delta, "delta_rule": ("the DP run's delta" if claimed is not None else
+                                                     "min(1e-5, 1 / n^1.1) for the n training rows per epoch (no DP)"),
+                "training_rows": audited_rows, "confidence": config.audit_confidence,
+                "bounds": {"steinke": "Steinke et al. 2023: any (epsilon, delta)-DP mechanism",
+                           "gaussian-fdp": "Mahloujifar et al. 2025: Gaussian f-DP (mu-GDP), as epsilon at delta"},
+                "guess_rule": guess_rule(), "runs": audit_runs,
+                "meaning": "a lower bound on the run's epsilon at this confidence, under this canary design; not the "
+                           "run's true epsilon"}
+        if claimed is not None:
+            info["dp"] = {"claimed_epsilon": claimed.epsilon, "delta": claimed.delta,
+                          "no_noise_for_testing": claimed.no_noise_for_testing}
         if context.limit:  # a test run: say what was cut (absent from full runs)
             mem = counts["memorization_45"]
             info["limit"] = (f"--limit {context.limit}: {mem} memorization-45 strings (the first "

@@ -115,6 +115,17 @@ def test_validate_strict_refuses_runs_with_limit(capsys, tmp_path):
     assert main(["validate", "--strict", str(full)]) == 0
 
 
+def test_validate_strict_refuses_the_broken_dp_mechanism(capsys, tmp_path):
+    results = make_results("broken-dp")
+    results.tasks[0].config.update(dp_epsilon=1.0, dp_no_noise_for_testing=True)
+    path = submit(tmp_path, results)
+    assert main(["validate", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--strict", str(path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "--dp-no-noise-for-testing" in line and "not for submission" in line
+
+
 def test_validate_reports_every_bad_file_on_its_own_line(capsys, tmp_path):
     limited = submit(tmp_path, make_results("quick-model", ID_B, limit=3))
     broken = tmp_path / "broken.json"

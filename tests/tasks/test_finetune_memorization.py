@@ -169,3 +169,22 @@ def test_lora_trains_an_adapter_and_leaves_the_loaded_model_alone(tiny_lm):
     epochs = {(m.tags.get("epoch"), m.tags.get("trained_on")) for m in result.metrics if m.name == "auc"}
     assert epochs == {("0", "members"), ("1", "members"), ("1", "non_members"), (None, None)}  # None: blind
     assert result.counts == {"members": 4, "non_members": 4, "too_short": 0, "texts": 8}
+
+
+def test_dp_training_records_its_claim_for_each_training(tiny_lm):
+    """--dp-epsilon reaches both trainings (members, the reversed control), each with its own claim and DP
+    record; the recipe is written as before DP existed."""
+    from harness.model.loading import ModelSpec, load
+    from tasks.finetune_memorization.task import FinetuneMemorization
+
+    lm = load(ModelSpec(str(tiny_lm)))
+    task = FinetuneMemorization()
+    config = FinetuneMemorizationConfig(members=4, words=16, prompt_words=8, epochs=(1,), control_epochs=1,
+                                        finetune_method="lora", lora_rank=4, learning_rate=1e-2, dp_epsilon=8.0,
+                                        bootstrap_resamples=10, k_percents=(20,))
+    context = RunContext(batch_size=4, progress=False)
+    training = task.run(lm, task.load_data(config, context), config, context).info["training"]
+    for trained_on in ("members", "non_members"):
+        record = training[trained_on]["dp"]
+        assert record["claimed_epsilon"] == 8.0 and record["delta"] == 1e-5 and record["noise_multiplier"] > 0
+    assert "dp" not in training["recipe"]

@@ -386,3 +386,61 @@ def test_bad_extraction_settings_are_one_line_naming_the_task_and_flags(setting,
         build_config(PrivacyExtraction, {setting: value})
     assert str(caught.value).startswith("privacy_extraction: ") and needle in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds(tmp_path, tiny_lm):
+    """--audit-canaries with --dp-epsilon: the canaries drawn in (times 1) are exactly those trained on, each
+    canary carries its score, both bounds are reported after the epoch beside the claim, and the run's DP
+    record (noise calibrated to the claim at the audit's delta) is in the results."""
+    entry = evaluate_tiny(tiny_lm, tmp_path / "dp", "--audit-canaries", "3", "--dp-epsilon", "8",
+                          "--finetune-seeds", "1")
+    audit, included = entry["info"]["audit"], entry["info"]["audit"]["included"]
+    assert audit["canaries"] == 3 and len(audit["included_ids"]) == included
+    assert entry["counts"]["training_rows_per_epoch"] == 15 + 3 + 3 + included  # --limit 3 keeps 3 canaries
+    [path] = (tmp_path / "dp").glob("*.samples.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    canaries = [r for r in rows if r["group"] == "canary" and r["epoch"] == 1 and r["finetune_seed"] == 42]
+    assert sorted(r["id"] for r in canaries if r["times"] == 1) == sorted(audit["included_ids"])
+    assert all(isinstance(r["audit_score"], float) for r in canaries)
+    bounds = {x["tags"]["bound"]: x["value"] for x in entry["metrics"] if x["name"] == "audited_epsilon"}
+    assert set(bounds) == {"steinke", "gaussian-fdp"} and all(v >= 0 for v in bounds.values())
+    [claimed] = [x for x in entry["metrics"] if x["name"] == "claimed_epsilon"]
+    assert claimed["value"] == 8.0 and claimed["tags"]["epoch"] == "1"
+    [record] = entry["info"]["finetuning"]["dp"]
+    assert record["delta"] == audit["delta"] == entry["info"]["dp"]["delta"] == 1e-5
+    assert record["noise_multiplier"] > 0 and record["epsilon_spent"] <= 8.0
+    assert "audit_canaries" in entry["config"] and "dp_epsilon" in entry["config"]
+
+
+def test_without_the_audit_or_dp_the_config_is_what_it_was(tmp_path):
+    """The settings of an audit and of DP are in the config (and so its hash) only when they are on."""
+    from tasks.privacy_extraction.task import PrivacyConfig
+
+    plain = PrivacyConfig().model_dump()
+    assert not any(key.startswith(("audit_", "dp_")) for key in plain)
+    assert PrivacyConfig(audit_canaries=10).model_dump()["audit_canaries"] == 10
+
+
+def test_canaries_are_fair_coins_on_strings_no_other_set_prompts():
+    from tasks.privacy_extraction.data import audit_canaries, memorization_secrets
+
+    canaries = audit_canaries(0, 200, 1000)
+    others = {s.prompt for s in memorization_secrets(0, 200)}
+    assert len({c.prompt for c in canaries} | others) == 1000 + len(others)
+    assert audit_canaries(0, 200, 10) == canaries[:10]  # canary k does not depend on m
+    assert 450 <= sum(c.times for c in canaries) <= 550 and {c.times for c in canaries} == {0, 1}
+
+
+def test_an_audit_of_scores_that_are_not_finite_states_no_bound():
+    """A fine-tuning that diverged (NaN log-probabilities; seen on a random-weight 1.7B model in bfloat16 with
+    LoRA at 4e-3) leaves the audit undefined, not the task failed."""
+    import numpy as np
+
+    from tasks.privacy_extraction.data import audit_canaries
+    from tasks.privacy_extraction.task import audit_metrics
+
+    canaries = audit_canaries(0, 10, 20)
+    scores = np.linspace(0, 1, 20)
+    scores[3] = np.nan
+    metrics, facts = audit_metrics(canaries, scores, 1, 1e-5, 0.95)
+    assert [x.value for x in metrics] == [None, None, None] and "1 of 20" in facts["not_computed"]

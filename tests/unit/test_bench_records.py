@@ -159,6 +159,68 @@ def duplication_trends(r: dict) -> list[float]:
 
 
 H200 = "gpu_check--smollm2-1.7b--h200"
+DP_MODELS = {"t5": "T5", "gpt2": "GPT-2", "smollm2": "SmolLM2"}
+
+
+def dp_largest(run: dict, epoch: str | None = None) -> list[float]:
+    """A bench_dp_audit run's largest audited epsilon of each bound (Steinke, Gaussian f-DP), over its seeds at
+    `epoch`, or over every epoch."""
+    epochs = [run["epochs"][epoch]] if epoch else list(run["epochs"].values())
+    return [max(v for found in epochs for v in found.get(f"audited_{bound}", []))
+            for bound in ("steinke", "gaussian-fdp")]
+
+
+def audit_cost(plain: dict, audited: dict) -> list[float]:
+    """docs/dp.md's cost: the task's seconds without and with the audit, the audit's share in %, rows an epoch."""
+    return [plain["wall_time_s"], audited["wall_time_s"], 100 * (1 - plain["wall_time_s"] / audited["wall_time_s"]),
+            plain["rows_per_epoch"], audited["rows_per_epoch"]]
+
+
+def dp_training_seconds(run: dict) -> float:
+    """A bench_dp_audit run's training seconds per seed, the evaluations between epochs left out (the seeds' mean)."""
+    evaluations = run["evaluation_seconds"]
+    training = [seconds - sum(evaluations[epoch][i] for epoch in evaluations if epoch != "0")
+                for i, seconds in enumerate(run["train_seconds"])]
+    return sum(training) / len(training)
+
+
+def dp_slower(runs: dict, label: str) -> bool:
+    """A DP run of bench_dp_audit trains slower than its fine-tuning without DP, on the same steps."""
+    run, plain = runs[label], runs[label.rsplit("-", 1)[0] + "-none"]
+    return dp_training_seconds(run) > dp_training_seconds(plain) and run["steps"] == plain["steps"]
+
+
+def dp_utility_holds(runs: dict) -> bool:
+    """docs/dp.md's utility bullet: without DP, full fine-tuning's left-out canaries' loss after 8 epochs is above
+    its trained-on ones' (both models) and above every GPT-2 DP run's; with DP the two losses differ by < 0.05."""
+    def loss(label: str, included: str) -> float:
+        values = runs[label]["epochs"]["8"][f"loss_included_{included}"]
+        return sum(values) / len(values)
+
+    dp = [label for label in runs if "-dp" in label]
+    return (all(loss(f"{m}-full-none", "no") > loss(f"{m}-full-none", "yes") for m in ("t5", "gpt2"))
+            and all(loss("gpt2-full-none", "no") > loss(label, "no") for label in dp if label.startswith("gpt2"))
+            and all(abs(loss(label, "no") - loss(label, "yes")) < 0.05 for label in dp))
+
+
+def dp_audit_row(label: str, bench: str = "bench_dp_audit") -> Citation:
+    """A row of docs/dp.md's table: the run's noise multiplier, its largest audited epsilon of each bound over
+    the evaluated epochs and seeds, and at its last epoch the canaries' AUC and loss per token (trained on, left
+    out), and its training seconds per seed, the evaluations between epochs left out (means over the seeds)."""
+    model, method, rest = label.split("-", 2)
+    claim = {"none": "∞", "broken1": "1 (no noise)"}.get(rest, rest.removeprefix("dp"))
+
+    def values(report: dict) -> list[float]:
+        run = report["runs"][label]
+        last = run["epochs"][max(run["epochs"], key=int)]
+        audited = dp_largest(run)
+        sigma = run["dp"][0]["noise_multiplier"] if "dp" in run else 0.0
+        mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+        return [sigma, *audited, mean(last["auc"]), mean(last["loss_included_yes"]), mean(last["loss_included_no"]),
+                dp_training_seconds(run)]
+
+    return Citation("docs/dp.md", bench, f"| {DP_MODELS[model]} {method} | {claim} | {{}} | {{}} / {{}} | {{}} | "
+                    "{} / {} | {} |", values)
 
 
 def gpu_task(report: dict, name: str) -> dict:
@@ -492,6 +554,36 @@ CITATIONS = [
     stereoset_row("xsum-gpt2-e30", "reference GPT-2 (`xsum-gpt2-e30`), `--causal-context official`", same_to=True),
     stereoset_row("xsum-gpt2-e30-bos", "the same, `--causal-context bos` (v1)", same_to=False),
     stereoset_row("tiny-bert", "random tiny BERT (`--make-tiny-bert`), masked", same_to=True),
+    # docs/dp.md: the one-run audit on known truth
+    *[dp_audit_row(f"{model}-{method}-{run}") for model, method, runs in (
+        ("t5", "full", ("none",)), ("t5", "lora", ("none", "dp1", "dp4", "dp8", "broken1")),
+        ("gpt2", "full", ("none", "dp1", "dp4", "dp8", "broken1")), ("gpt2", "lora", ("none", "dp8", "broken1")))
+      for run in runs],
+    Citation("docs/dp.md", "bench_dp_audit", "with 1,000 canaries ({} trained on) and small task sets (10 unique "
+             "strings, 10 persons: {} rows per epoch)",
+             lambda r: one_value([run["audit"]["included"] for run in r["runs"].values()])
+             + one_value([run["rows_per_epoch"] for run in r["runs"].values()])),
+    Citation("docs/dp.md", "bench_dp_audit", "Every run with noise audits 0 under its claim of 1, 4 or 8, at both "
+             "epochs and seeds, by both bounds",
+             lambda r: [] if all(v == 0 for label, run in r["runs"].items() if "-dp" in label
+                                 for epoch in run["epochs"].values() for key, values in epoch.items()
+                                 if key.startswith("audited_") for v in values) else [1.0]),
+    Citation("docs/dp.md", "bench_dp_audit", "claims ε = 1 but adds no noise audits far above 1 by both bounds",
+             lambda r: [] if min(dp_largest(r["runs"]["gpt2-full-broken1"])) > 2 else [1.0]),
+    Citation("docs/dp.md", "bench_dp_audit", "Full fine-tuning proves leakage, more after 8 epochs than after 4",
+             lambda r: [] if all(dp_largest(r["runs"][label], "8") > dp_largest(r["runs"][label], "4") > [0, 0]
+                                 for label in ("t5-full-none", "gpt2-full-none")) else [1.0]),
+    Citation("docs/dp.md", "bench_dp_audit", "Without DP the full fine-tuning makes the canaries it never saw less "
+             "likely (left-out loss above the trained-on one, and above the DP runs'); with DP both move alike",
+             lambda r: [] if dp_utility_holds(r["runs"]) else [1.0]),
+    Citation("docs/dp.md", "bench_dp_audit", "the DP runs train slower than the same fine-tuning without DP on "
+             "the same steps",
+             lambda r: [] if all(dp_slower(r["runs"], label) for label in r["runs"] if "-dp" in label) else [1.0]),
+    Citation("docs/dp.md", "bench_dp_audit--cost", "took {} s without the audit and {} s with 1,000 canaries: the "
+             "audit was {}% of the task. The canaries more than double the training rows ({} an epoch, {} with them)",
+             lambda r: audit_cost(r["runs"]["t5-job-noaudit"], r["runs"]["t5-job-audit"])),
+    Citation("docs/dp.md", "bench_dp_audit--cost", "the T5's audit after 8 epochs was at most {} (Steinke) and {} "
+             "(Gaussian f-DP)", lambda r: dp_largest(r["runs"]["t5-job-audit"], "8")),
     # docs/gpu.md: the H200 section's reading of its gpu_check record (its table is checked in test_gpu_check.py)
     Citation("docs/gpu.md", H200, "peaks measured at {} TFLOP/s and {} GB/s",
              lambda r: [r["peak_tflops"], r["bandwidth_gbs"]]),
