@@ -32,8 +32,8 @@ from typing import Callable, Iterator
 import torch
 
 from harness.scoring import distributed
-from harness.training.dp import DPSettings, train_dp
 from harness.scoring.conditional import encode_pairs
+from harness.training.dp import DPSettings, train_dp
 
 
 @dataclass(frozen=True)

@@ -559,6 +559,7 @@ CITATIONS = [
         ("t5", "full", ("none",)), ("t5", "lora", ("none", "dp1", "dp4", "dp8", "broken1")),
         ("gpt2", "full", ("none", "dp1", "dp4", "dp8", "broken1")), ("gpt2", "lora", ("none", "dp8", "broken1")))
       for run in runs],
+    dp_audit_row("smollm2-lora-none", "bench_dp_audit--smollm2"),
     Citation("docs/dp.md", "bench_dp_audit", "with 1,000 canaries ({} trained on) and small task sets (10 unique "
              "strings, 10 persons: {} rows per epoch)",
              lambda r: one_value([run["audit"]["included"] for run in r["runs"].values()])
