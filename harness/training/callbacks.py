@@ -10,6 +10,7 @@ import torch
 from transformers.trainer_callback import TrainerCallback
 
 from harness.core.progress import paused, progress_bar
+from harness.training.dp import base_model
 
 
 class Progress(TrainerCallback):
@@ -44,7 +45,7 @@ class AtEpochs(TrainerCallback):
             model.eval()
             # a peft model is evaluated as its transformers model, the adapter in its linear layers
             with torch.no_grad(), paused(self.steps.bar):
-                self.on_checkpoint(epoch, model.get_base_model() if hasattr(model, "get_base_model") else model)
+                self.on_checkpoint(epoch, base_model(model))
             model.train()
 
 

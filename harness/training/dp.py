@@ -32,6 +32,7 @@ appears, and no real run should set it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import time
@@ -71,9 +72,10 @@ def default_delta(rows: int) -> float:
     return min(DEFAULT_DELTA_CAP, 1.0 / rows ** 1.1)
 
 
+@functools.lru_cache(maxsize=32)
 def noise_multiplier(settings: DPSettings, sample_rate: float, steps: int) -> float:
-    """σ for (ε, δ) after `steps` Poisson-sampled steps at `sample_rate` (opacus' binary search); 0 for the
-    broken mechanism."""
+    """σ for (ε, δ) after `steps` Poisson-sampled steps at `sample_rate` (opacus' binary search, done once per
+    settings: every seed of a task asks the same); 0 for the broken mechanism."""
     from opacus.accountants.utils import get_noise_multiplier
 
     if settings.no_noise_for_testing:
@@ -102,9 +104,13 @@ def _shared_across_rows(model: torch.nn.Module, rows_in_batch: int) -> list[str]
             if p.requires_grad and (getattr(p, "grad_sample", None) is None or p.grad_sample.shape[0] != rows_in_batch)]
 
 
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model under a peft wrapper (its adapter in its linear layers); `model` itself otherwise."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def _takes_position_ids(model: torch.nn.Module) -> bool:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "position_ids" in inspect.signature(base.forward).parameters
+    return "position_ids" in inspect.signature(base_model(model).forward).parameters
 
 
 def row_losses(model: torch.nn.Module, batch: dict, seq2seq: bool, position_ids: bool) -> torch.Tensor:
@@ -156,6 +162,7 @@ def train_dp(model, tokenizer, rows: list[dict], settings, evaluate_at: set[int]
     sigma = noise_multiplier(dp, sample_rate, total_steps)
     seq2seq = bool(model.config.is_encoder_decoder)
     positions = not seq2seq and _takes_position_ids(model)
+    base = base_model(model)
     device = next(model.parameters()).device
     collator = DataCollatorForSeq2Seq(tokenizer, model=None, label_pad_token_id=-100, padding=True)
     masks = ZeroMasks(model) if settings.keep_zeros else None
@@ -183,7 +190,6 @@ def train_dp(model, tokenizer, rows: list[dict], settings, evaluate_at: set[int]
                 if chosen:
                     inputs = {k: v.to(device) for k, v in collator([rows[i] for i in chosen]).items()}
                     if seq2seq:
-                        base = model.get_base_model() if hasattr(model, "get_base_model") else model
                         labels = inputs["labels"]
                         inputs["decoder_input_ids"] = base.prepare_decoder_input_ids_from_labels(labels=labels)
                     per_row = row_losses(wrapped, inputs, seq2seq, positions)
@@ -208,8 +214,7 @@ def train_dp(model, tokenizer, rows: list[dict], settings, evaluate_at: set[int]
                 if step % steps_per_epoch == 0 and step // steps_per_epoch in evaluate_at:
                     wrapped.eval()
                     with torch.no_grad(), paused(bar):
-                        on_checkpoint(step // steps_per_epoch,
-                                      model.get_base_model() if hasattr(model, "get_base_model") else model)
+                        on_checkpoint(step // steps_per_epoch, base)
                     wrapped.train()
         finally:
             bar.close()

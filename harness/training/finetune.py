@@ -120,12 +120,11 @@ def finetune(model, tokenizer, rows: list[dict], settings: FinetuneSettings, eva
     try:
         if settings.lora is not None:
             model = with_adapter(model, settings.lora, settings.seed)
-        if settings.dp is not None:
-            facts = train_dp(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress)
-            if settings.lora is not None:
-                facts["trainable_parameters"] = trainable_parameters(model)
-            return facts
-        return _train(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress)
+        train = train_dp if settings.dp is not None else _train
+        facts = train(model, tokenizer, rows, settings, evaluate_at, on_checkpoint, progress)
+        if settings.lora is not None:
+            facts["trainable_parameters"] = trainable_parameters(model)
+        return facts
     finally:  # LoRA froze them, and they may be the loaded model's own (`shared_weights_copy`)
         for parameter, flag in flags:
             parameter.requires_grad_(flag)
@@ -179,8 +178,6 @@ def _train(model, tokenizer, rows: list[dict], settings: FinetuneSettings, evalu
     facts = {"steps": output.global_step, "train_seconds_with_evaluation": round(seconds, 1),
              "train_samples_per_second": output.metrics.get("train_samples_per_second"),
              "train_loss": round(output.training_loss, 5), "rows_per_epoch": len(rows)}
-    if settings.lora is not None:
-        facts["trainable_parameters"] = trainable_parameters(model)
     if masks is not None:
         facts["kept_zero_weights"] = masks.zeros
         facts["parameter_sparsity_after"] = parameter_sparsity(model)

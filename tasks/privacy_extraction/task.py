@@ -179,8 +179,7 @@ def epoch_metrics(secrets: list[Secret], scores: list[dict[str, float]], epoch: 
             add(f"{name}_score" if name == "subset" else "exact_match", [sc[name] for sc in chosen],
                 group="memorization-45", times=times)
     for included in ("yes", "no"):
-        canaries = [sc for s, sc in zip(secrets, scores)
-                    if s.group == CANARIES and (s.times == 1) == (included == "yes")]
+        canaries = [sc for s, sc in zip(secrets, scores) if s.group == CANARIES and inclusion(s) == included]
         if canaries:
             add("subset_score", [sc["subset"] for sc in canaries], group=CANARIES, included=included)
             add("exact_match", [sc["exact"] for sc in canaries], group=CANARIES, included=included)
@@ -244,7 +243,7 @@ def secret_groups(secrets: list[Secret]) -> list[tuple[dict[str, str], np.ndarra
     groups += [({"group": group, "field": "all"}, chosen(lambda s, group=group: s.group == group))
                for group in PERSON_GROUPS]
     groups += [({"group": CANARIES, "included": included},
-                chosen(lambda s, included=included: s.group == CANARIES and (s.times == 1) == (included == "yes")))
+                chosen(lambda s, included=included: s.group == CANARIES and inclusion(s) == included))
                for included in ("yes", "no")]
     return [(tags, where) for tags, where in groups if len(where)]
 
@@ -259,6 +258,11 @@ def extraction_metrics(secrets: list[Secret], log_p: np.ndarray, epoch: int, con
 AUDIT_BOUNDS = ("steinke", "gaussian-fdp")
 
 
+def inclusion(canary: Secret) -> str:
+    """A canary's `included` tag: "yes" when it was drawn into the fine-tuning (`times` 1), else "no"."""
+    return "yes" if canary.times == 1 else "no"
+
+
 def canary_scores(before: list[np.ndarray], after: list[np.ndarray]) -> np.ndarray:
     """Each canary's audit score: its loss drop per token, the mean over the target's tokens of
     log p_after(y_t | x, y_<t) - log p_before(y_t | x, y_<t) (higher = more likely trained on). The checkpoint's
@@ -268,11 +272,6 @@ def canary_scores(before: list[np.ndarray], after: list[np.ndarray]) -> np.ndarr
     return np.array([float(np.mean(a) - np.mean(b)) if len(a) else 0.0 for a, b in zip(after, before, strict=True)])
 
 
-def guess_rule() -> str:
-    """The audit's guess rule in words (privacy_audit's default)."""
-    return BonferroniGrid().describe()
-
-
 def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta: float,
                   confidence: float) -> tuple[list[Metric], dict]:
     """The one-run audit after `epoch` epochs (`harness.metrics.privacy_audit`, its default guess rule): the
@@ -280,12 +279,11 @@ def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta:
     al.'s Gaussian f-DP one, each with the guesses that made it."""
     included = np.array([c.times == 1 for c in canaries])
     tags = {"epoch": str(epoch), "group": CANARIES, "confidence": f"{confidence:g}"}
+    auc_tags = {"epoch": str(epoch), "group": CANARIES, "score": "loss drop"}
     broken = int((~np.isfinite(scores)).sum())
     if broken:  # a fine-tuning that diverged (NaN) or a target it made impossible (-inf): no bound to state
         return ([Metric(name="audited_epsilon", value=None, n=len(canaries), tags={**tags, "bound": bound})
-                 for bound in AUDIT_BOUNDS]
-                + [Metric(name="auc", value=None, n=len(canaries),
-                          tags={"epoch": str(epoch), "group": CANARIES, "score": "loss drop"})],
+                 for bound in AUDIT_BOUNDS] + [Metric(name="auc", value=None, n=len(canaries), tags=auc_tags)],
                 {"epoch": epoch, "not_computed": f"{broken} of {len(canaries)} canary scores are not finite (the "
                                                  "fine-tuned model's log-probabilities: NaN or -inf)"})
     steinke = steinke_audit(scores, included, delta, confidence)
@@ -299,7 +297,7 @@ def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta:
     guesses["gaussian-fdp"]["mu"] = round(fdp.mu_fdp, 6)
     separable = 0 < included.sum() < len(included)
     metrics.append(Metric(name="auc", value=m.roc_auc(included, scores) if separable else None, n=len(canaries),
-                          tags={"epoch": str(epoch), "group": CANARIES, "score": "loss drop"}))
+                          tags=auc_tags))
     return metrics, {"epoch": epoch, "guesses": guesses}
 
 
@@ -308,8 +306,7 @@ def canary_losses(canaries: list[Secret], after: list[np.ndarray], epoch: int) -
     left-out ones' is the utility beside a DP run's epsilon (how well it learned strings it never saw)."""
     out = []
     for included in ("yes", "no"):
-        chosen = [-float(np.mean(x)) for c, x in zip(canaries, after)
-                  if (c.times == 1) == (included == "yes") and len(x)]
+        chosen = [-float(np.mean(x)) for c, x in zip(canaries, after) if inclusion(c) == included and len(x)]
         out.append(Metric(name="target_loss", value=float(np.mean(chosen)) if chosen else None, n=len(chosen),
                           tags={"epoch": str(epoch), "group": CANARIES, "included": included}))
     return out
@@ -557,14 +554,14 @@ class PrivacyExtraction(Task):
                 "design": "Steinke, Nasr & Jagielski 2023: random strings of the unique strings' generator, each in "
                           "the fine-tuning (once per epoch) with probability 1/2, independently (seeded by "
                           "--data-seed); audited after every evaluated epoch of every fine-tuning seed",
-                "score": "loss drop: log p(target | prompt) after fine-tuning minus before, summed over the "
-                         "target's tokens",
+                "score": "loss drop per token: log p(y_t | prompt, y_<t) after fine-tuning minus before, averaged "
+                         "over the target's tokens",
                 "delta": audit_delta, "delta_rule": ("the DP run's delta" if claimed is not None else
                                                      "min(1e-5, 1 / n^1.1) for the n training rows per epoch (no DP)"),
                 "training_rows": audited_rows, "confidence": config.audit_confidence,
                 "bounds": {"steinke": "Steinke et al. 2023: any (epsilon, delta)-DP mechanism",
                            "gaussian-fdp": "Mahloujifar et al. 2025: Gaussian f-DP (mu-GDP), as epsilon at delta"},
-                "guess_rule": guess_rule(), "runs": audit_runs,
+                "guess_rule": BonferroniGrid().describe(), "runs": audit_runs,
                 "meaning": "a lower bound on the run's epsilon at this confidence, under this canary design; not the "
                            "run's true epsilon"}
         if claimed is not None:
