@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
@@ -55,9 +55,20 @@ def parse_settings(tasks: list[type["Task"]], settings: dict[str, str]) -> dict[
 
 
 class TaskConfig(BaseModel):
-    """Base of every task's settings: frozen, and unknown fields are an error."""
+    """Base of every task's settings: frozen, and unknown fields are an error. The dump (the results file's
+    config and its hash, the cache key) holds every field but those `fields_left_out` names."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        left_out = self.fields_left_out()
+        return {k: v for k, v in handler(self).items() if k not in left_out}
+
+    def fields_left_out(self) -> tuple[str, ...]:
+        """Fields left out of the dump as set now: a setting added later, while it is off, so that results made
+        before it existed keep their config hash. A mixin that adds such fields extends this (with super())."""
+        return ()
 
 
 PRESET_HELP = ("'paper': the conditions of the task's paper wherever they can be built offline (its card's "

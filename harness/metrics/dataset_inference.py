@@ -29,12 +29,17 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from harness.core.errors import UserError
+from harness.metrics.dataset_share import share_lower_bound
 from harness.metrics.splits import CLIP_FRACTION, preprocess, split_statistics
 
 Preprocessing = Literal["train", "linear_di"]
 MIN_PER_SIDE = 4  # 2 texts per side fit the classifier, 2 are tested (a t-test needs 2 per group)
 PERMUTATIONS = 99  # random relabelings that calibrate the combined statistic (--di-permutations)
 SPLITS = 5  # seeded fit/test splits averaged into the statistic (--di-splits)
+# the linear model's L2 penalty (--di-penalty): 0 is linear_di.py's unpenalised model; 0.1 needed half as many texts
+# per side to reject on the weakly trained pools at the same error rate (bench_dataset_inference's `statistics`)
+PENALTY = 0.1
+SHARE_CONFIDENCE = 0.95  # the share bound's one-sided confidence (`dataset_share.share_lower_bound`)
 CURVE_SPLITS = 1  # splits per curve point below the full pool (linear_di.py's curve is single-split): 5x cheaper
 # texts per side of the curve (after linear_di.py's p_sample_list, from 10: fewer barely fit 7 scores)
 CURVE_SIZES = (10, 20, 50, 100, 200, 300, 500, 1000, 2000)
@@ -63,7 +68,8 @@ class Combined:
     """The combined test on one pool: `permutation_p`'s p_value (or `sequential_p`'s, where the relabelings
     stopped early), the mean split z-score (`statistic`), its values on the relabelings fitted (`null`, in
     their order) with their mean and standard deviation, the observed splits' p-values and weights (splits x
-    features)."""
+    features), and their classifier scores of every text and training rows (`scores`, `train`: splits x
+    texts)."""
 
     p_value: float
     statistic: float
@@ -72,6 +78,8 @@ class Combined:
     null_sd: float
     split_p_values: tuple[float, ...]
     weights: np.ndarray
+    scores: np.ndarray
+    train: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,9 @@ class DatasetInferenceResult:
     features; positive = higher on suspect texts; 0.0 in a split that dropped the feature as constant);
     curve: (texts per side, combined p-value on a seeded subsample of that many texts per side);
     dropped_rows: rows with a non-finite score; dropped_features: constant in every split; relabelings: those
-    fitted (`permutations`, or fewer where the test stopped early)."""
+    fitted (`permutations`, or fewer where the test stopped early); penalty: the linear model's L2 penalty;
+    share_lower: a lower bound, at SHARE_CONFIDENCE, on the share of suspect texts trained on
+    (`dataset_share.share_lower_bound` on the observed splits' held-out scores)."""
 
     p_value: float
     alpha: float
@@ -111,6 +121,8 @@ class DatasetInferenceResult:
     dropped_rows: int
     dropped_features: tuple[str, ...]
     seed: int
+    penalty: float
+    share_lower: float
 
 
 @dataclass(frozen=True)
@@ -179,14 +191,14 @@ def split_mask(labels: np.ndarray, n_train: int, rng: np.random.Generator) -> np
 
 def split_p_value(features: np.ndarray, labels: np.ndarray, train: np.ndarray, names: Sequence[str],
                   clip_fraction: float = CLIP_FRACTION, equal_var: bool = False,
-                  preprocessing: Preprocessing = "train") -> SplitResult:
+                  preprocessing: Preprocessing = "train", penalty: float = 0.0) -> SplitResult:
     """One split of Maini et al.'s test: clip and normalise (fitted on the `train` rows, or with
     preprocessing="linear_di" linear_di.py's own `preprocess` of every text), fit on the `train` rows
     (boolean mask, the same number per side), one-sided t-test on the rest (`splits.split_statistics`).
     `equal_var=True` is linear_di.py's own Student t-test (SciPy's default); membench's default is
     Welch's, which has the same statistic when the held-out sides are equally large and Welch-Satterthwaite
     degrees of freedom instead of n_S + n_V - 2. With preprocessing="linear_di", equal_var=True this is
-    linear_di.py's p-value for one seed. Non-finite rows raise a UserError."""
+    linear_di.py's p-value for one seed (unpenalised: `penalty` 0). Non-finite rows raise a UserError."""
     x, y, _ = check_input(features, labels, names, "raise")
     train = np.asarray(train, dtype=bool)
     kept = np.ones(x.shape[1], dtype=bool)
@@ -194,7 +206,7 @@ def split_p_value(features: np.ndarray, labels: np.ndarray, train: np.ndarray, n
     if preprocessing == "linear_di":
         prepared, kept = preprocess(x, y, clip_fraction)
     with blas().limit(limits=1):
-        found = split_statistics(x, y[None], train[None], clip_fraction, equal_var, prepared)
+        found = split_statistics(x, y[None], train[None], clip_fraction, equal_var, prepared, penalty)
     weights = np.zeros(x.shape[1])
     weights[kept] = found.weights[0]
     return SplitResult(p_value=float(found.p_value[0]), statistic=float(found.statistic[0]),
@@ -265,8 +277,8 @@ def labelling_splits(y: np.ndarray, index: int, n_splits: int, n_train: int, see
 
 
 def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_train: int,
-             seeds: np.random.SeedSequence, clip_fraction: float, equal_var: bool, stop: int | None = None
-             ) -> Combined:
+             seeds: np.random.SeedSequence, clip_fraction: float, equal_var: bool, stop: int | None = None,
+             penalty: float = 0.0) -> Combined:
     """Cross-fitting calibrated by permutation: the mean z-score (Stouffer's; `splits.SplitStatistics.z`) of
     `n_splits` seeded splits of (x, y), against the same mean on each of `permutations` random relabelings of
     y (each with its own `n_splits` splits), by `permutation_p`. Under H0 the texts' labels are exchangeable,
@@ -274,7 +286,9 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
     between splits that share texts. Each labelling draws from its own stream (`labelling_rng`): the observed
     splits do not depend on the number of relabelings, nor relabeling i on how many follow it. With `stop`
     (`stop_after`'s h) the relabelings are fitted in `blocks` and the test stops at the h-th at or above the
-    statistic (`sequential_p`); a test that does not stop has the full test's p-value, bit for bit."""
+    statistic (`sequential_p`); a test that does not stop has the full test's p-value, bit for bit. Every
+    labelling's splits fit the same model (`penalty`): the fit is part of the statistic, so the test stays
+    exact whatever the penalty."""
     threads = fit_threads()
     found: list = []
     with blas().limit(limits=1), ThreadPoolExecutor(threads) as pool:
@@ -285,7 +299,7 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
             size = min(FITS_PER_BATCH, -(-len(train) // parallel))
             chunks = [slice(start, start + size) for start in range(0, len(train), size)]
             found += pool.map(lambda chunk: split_statistics(x, labels[chunk], train[chunk], clip_fraction,
-                                                             equal_var), chunks)
+                                                             equal_var, penalty=penalty), chunks)
             means = np.concatenate([part.z for part in found]).reshape(last, n_splits).mean(axis=1)
             if stop and (means[1:] >= means[0]).sum() >= stop:
                 break
@@ -294,11 +308,14 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
     else:
         p_value, used = permutation_p(float(means[0]), means[1:]), permutations
     null = means[1:used + 1]
-    observed_p = np.concatenate([part.p_value for part in found])[:n_splits]  # the observed labelling's splits
+    observed = found[:n_splits]  # chunks of at least one split each: these hold the observed labelling's splits
+    observed_p = np.concatenate([part.p_value for part in observed])[:n_splits]
     return Combined(p_value=p_value, statistic=float(means[0]), null=null,
                     null_mean=float(np.mean(null)), null_sd=float(np.std(null, ddof=1)) if len(null) > 1 else 0.0,
                     split_p_values=tuple(observed_p.tolist()),
-                    weights=np.concatenate([part.weights for part in found])[:n_splits])
+                    weights=np.concatenate([part.weights for part in observed])[:n_splits],
+                    scores=np.concatenate([part.scores for part in observed])[:n_splits],
+                    train=labelling_splits(y, 0, n_splits, n_train, seeds)[1])
 
 
 def test_size(alpha: float, permutations: int) -> float:
@@ -328,7 +345,8 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
                       n_splits: int = SPLITS, permutations: int = PERMUTATIONS, n_train: int | None = None,
                       seed: int = 0, curve_sizes: Sequence[int] | None = CURVE_SIZES,
                       clip_fraction: float = CLIP_FRACTION, equal_var: bool = False,
-                      nonfinite: Literal["drop", "raise"] = "drop", stop_early: bool = False) -> DatasetInferenceResult:
+                      nonfinite: Literal["drop", "raise"] = "drop", stop_early: bool = False,
+                      penalty: float = PENALTY) -> DatasetInferenceResult:
     """Maini et al.'s dataset inference, cross-fitted and calibrated by permutation (`combined`): `n_splits`
     seeded splits of the texts (each side shuffled, `n_train` per side fit the linear model, default half the
     smaller side; the rest are tested as in `split_p_value`). H0: the suspect and validation texts are
@@ -339,8 +357,13 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     of n texts per side for each n of `curve_sizes` below the smaller side, then ends with the smaller side's
     size and `p_value` (all texts, `n_splits` splits; None: no curve). `stop_early`: compute what the decision
     at alpha needs: every test stops its relabelings once it cannot reject (`sequential_p`), and a curve
-    point, whose answer is its decision, has the fewest relabelings that can reject (`min_permutations`)."""
+    point, whose answer is its decision, has the fewest relabelings that can reject (`min_permutations`).
+    `penalty`: the linear model's L2 penalty (`splits.fit_logistic`; 0 is linear_di.py's unpenalised model), the
+    same in every split of every labelling. `share_lower` bounds the share of suspect texts trained on
+    (`dataset_share`), from the observed splits' held-out scores."""
     x, y, dropped = check_input(features, labels, names, nonfinite)
+    if not (np.isfinite(penalty) and penalty >= 0):
+        raise UserError(f"dataset inference: the penalty must be a finite number >= 0, got {penalty}")
     if 1 / (permutations + 1) > alpha:
         raise UserError(f"dataset inference: {permutations} permutations cannot give a p-value at or below alpha "
                         f"{alpha:g} (the smallest is 1 / (permutations + 1)); use at least {min_permutations(alpha)}")
@@ -352,7 +375,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     # a curve point's answer is its decision at alpha, which the fewest relabelings that can reject give
     curve_permutations = min_permutations(alpha) if stop_early else permutations
     curve_stop = stop_after(alpha, curve_permutations) if stop_early else None
-    found = combined(x, y, n_splits, permutations, fit, observed, clip_fraction, equal_var, stop)
+    found = combined(x, y, n_splits, permutations, fit, observed, clip_fraction, equal_var, stop, penalty)
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
     curve = []
     if curve_sizes is not None:
@@ -363,7 +386,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
             sub_rng = np.random.default_rng(rows_seed)
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
             sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, test_seeds, clip_fraction,
-                           equal_var, curve_stop)
+                           equal_var, curve_stop, penalty)
             curve.append((n, sub.p_value))
         curve.append((smaller, found.p_value))
     full = len(found.null) == permutations  # an effect size needs the whole null, not a stopped test's first few
@@ -376,12 +399,13 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
         n_suspect=int(y.sum()), n_validation=int(len(y) - y.sum()), n_train_per_side=fit,
         weights=dict(zip(names, np.median(found.weights, axis=0).tolist())), split_p_values=found.split_p_values,
         curve=tuple(curve), dropped_rows=dropped,
-        dropped_features=tuple(n for n, w in zip(names, (found.weights != 0).any(axis=0)) if not w), seed=seed)
+        dropped_features=tuple(n for n, w in zip(names, (found.weights != 0).any(axis=0)) if not w), seed=seed,
+        penalty=penalty, share_lower=share_lower_bound(found.scores, y, found.train, SHARE_CONFIDENCE))
 
 
 def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[str], *, alpha: float = 0.05,
               n_splits: int = SPLITS, permutations: int = PERMUTATIONS, seed: int = 0,
-              stop_early: bool = False) -> IIDGuardResult:
+              stop_early: bool = False, penalty: float = PENALTY) -> IIDGuardResult:
     """`dataset_inference` (no curve) on model-free scores of the same texts (text length, compressed size,
     year, n-gram counts: Das, Zhang & Tramer 2024's blind features). They see no model, so a rejection
     means the suspect and validation texts differ in distribution, which breaks dataset inference's null
@@ -390,5 +414,6 @@ def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[st
     were fitted on the labels of the guard's held-out texts, and on a random split they can sit away from
     chance (blind_bow's AUC on the reference split: 0.43), which the guard then reports as a shift."""
     detail = dataset_inference(blind_features, labels, names, alpha=alpha, n_splits=n_splits,
-                               permutations=permutations, seed=seed, curve_sizes=None, stop_early=stop_early)
+                               permutations=permutations, seed=seed, curve_sizes=None, stop_early=stop_early,
+                               penalty=penalty)
     return IIDGuardResult(p_value=detail.p_value, alpha=alpha, shifted=detail.rejected, detail=detail)

@@ -5,6 +5,8 @@ checkpoint in finetune_memorization) and its IID guard on label-free text featur
 Metrics (tags: the caller's, e.g. {"length": "128"} or {"epoch": "1", "trained_on": "members"}):
   di_p_value        `dataset_inference`'s combined p-value: suspect (label 1) against validation (label 0)
                     on the per-text attack scores (`n`: texts used on both sides)
+  di_share_lower    a lower bound, at 95% confidence, on the share of the suspect texts the model trained on
+                    (`dataset_share`; `n`: suspect texts): the share it treats unlike unseen texts
   di_guard_p_value  the same test on `blind.label_free_features` of the same texts (no model): a small
                     value means the two sets differ in distribution, and then di_p_value says nothing
                     about training
@@ -44,6 +46,9 @@ class DatasetInferenceConfig(TaskConfig):
     di_permutations: PositiveInt = Field(di.PERMUTATIONS, description="dataset inference: random relabelings of "
                                          "the texts that calibrate the statistic; the smallest p-value is "
                                          "1 / (permutations + 1), and the cost grows with them")
+    di_penalty: float = Field(di.PENALTY, ge=0, allow_inf_nan=False, description="dataset inference: the L2 "
+                              "(ridge) penalty of the linear model that combines the scores, on the mean log-loss "
+                              "of standardised scores; 0: unpenalised, as linear_di.py fits it")
 
     @model_validator(mode="after")
     def _permutations_reach_alpha(self) -> "DatasetInferenceConfig":
@@ -59,7 +64,7 @@ def check_sides(config: DatasetInferenceConfig, labels: Sequence[int], where: st
     texts than one split needs (`dataset_inference.MIN_PER_SIDE`). Left at its defaults it runs where the
     texts allow and says where they do not (info `not_run`), so a small run of the other metrics still works."""
     asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits", "di_permutations",
-                                       "di_stop_early"}
+                                       "di_penalty", "di_stop_early"}
     if not (config.dataset_inference and asked):
         return
     suspect = int(np.sum(np.asarray(labels) == 1))
@@ -114,12 +119,14 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
         if not present:
             raise UserError("no attack score to use")
         found = di.dataset_inference(x, labels, present, alpha=config.di_alpha, n_splits=config.di_splits,
-                                     permutations=config.di_permutations, seed=seed, stop_early=stop_early)
+                                     permutations=config.di_permutations, seed=seed, stop_early=stop_early,
+                                     penalty=config.di_penalty)
     except UserError as err:
         report.info["not_run"] = str(err)
     else:
-        report.metrics.append(Metric(name="di_p_value", value=found.p_value, n=found.n_suspect + found.n_validation,
-                                     tags=tags))
+        report.metrics += [Metric(name="di_p_value", value=found.p_value, n=found.n_suspect + found.n_validation,
+                                  tags=tags),
+                           Metric(name="di_share_lower", value=found.share_lower, n=found.n_suspect, tags=tags)]
         report.info |= {"p_value": found.p_value, "rejected": found.rejected, "alpha": found.alpha,
                         "permutations": found.permutations, "size": round(found.size, 4),
                         "statistic": round(found.statistic, 4), **null_figures(found), "n_suspect": found.n_suspect,
@@ -128,6 +135,8 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
                         "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
                         "dropped_features": list(found.dropped_features)}
+        report.info |= {"penalty": found.penalty, "share_lower": round(found.share_lower, 4),
+                        "share_confidence": di.SHARE_CONFIDENCE}
         if stop_early:
             report.info["relabelings"] = found.relabelings
     return report
@@ -143,7 +152,7 @@ def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, st
     try:
         guard = di.iid_guard(x, np.asarray(labels, dtype=int), names, alpha=config.di_alpha,
                              n_splits=config.di_splits, permutations=config.di_permutations, seed=seed,
-                             stop_early=stop_early)
+                             stop_early=stop_early, penalty=config.di_penalty)
     except UserError as err:
         report.info["not_run"] = str(err)
         return report

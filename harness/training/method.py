@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_serializer, model_validator
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from harness.core.task import TaskConfig
 from harness.training.dp import ACCOUNTANTS, DPSettings, default_delta
@@ -97,19 +97,11 @@ class FinetuneMethodConfig(TaskConfig):
             raise ValueError("a DP setting needs --dp-epsilon")
         return value
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler):
-        """Every field; the fine-tuning method's (`METHOD_FIELDS`) only with LoRA, DP's (`DP_FIELDS`) only with
-        --dp-epsilon."""
-        data = handler(self)
-        left_out = ((() if self.finetune_method == "lora" else METHOD_FIELDS) + (() if self.dp_epsilon else DP_FIELDS)
-                    + self.fields_left_out())
-        return {k: v for k, v in data.items() if k not in left_out}
-
     def fields_left_out(self) -> tuple[str, ...]:
-        """A task's own fields left out of the dump as set now (a setting that is off), so that results made
-        before the setting existed keep their config hash; none here."""
-        return ()
+        """The fine-tuning method's fields (`METHOD_FIELDS`) but with LoRA, DP's (`DP_FIELDS`) but with --dp-epsilon
+        (`TaskConfig.fields_left_out`)."""
+        return ((() if self.finetune_method == "lora" else METHOD_FIELDS) + (() if self.dp_epsilon else DP_FIELDS)
+                + super().fields_left_out())
 
     def dp_settings(self, rows: int) -> DPSettings | None:
         """DP-SGD's settings for `rows` training rows per epoch (δ's default depends on them); None without DP."""

@@ -284,7 +284,7 @@ def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> d
 @register
 class FinetuneMemorization(Task):
     NAME = "finetune_memorization"
-    VERSION = 5  # 5: dataset inference's observed splits drawn apart from its relabelings
+    VERSION = 6  # 6: dataset inference fits a ridge-penalised model (--di-penalty 0.1) and bounds the share trained on
     DESCRIPTION = ("Memorization with known truth: a copy trained on known members, then membership attacks, "
                    "eidetic/approximate and exact memorization and the continuations' extraction probability "
                    "against held-out non-members, epoch by epoch")

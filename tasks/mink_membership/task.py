@@ -200,7 +200,7 @@ def summary_at(k: int) -> tuple[Headline, ...]:
 @register
 class MinkMembership(Task):
     NAME = "mink_membership"
-    VERSION = 11  # 11: dataset inference's observed splits drawn apart from its relabelings, 39 of them
+    VERSION = 12  # 12: dataset inference fits a ridge-penalised model (--di-penalty 0.1) and bounds the share trained on
     DESCRIPTION = ("Membership inference: LOSS, zlib, Min-K% Prob, Min-K%++, reference model, neighbourhood, ReCaLL, "
                    "DC-PDD and gradient norm beside blind baselines; AUC / TPR@FPR per prefix length")
     MODEL_KINDS = frozenset({ModelKind.CAUSAL_LM})

@@ -105,7 +105,7 @@ class PrivacyConfig(PaperPreset, ExtractionConfig, FinetuneMethodConfig):
 
     def fields_left_out(self) -> tuple[str, ...]:
         """Without an audit its settings stay out of the dump (results from before it keep their hash)."""
-        return () if self.audit_canaries else ("audit_canaries", "audit_confidence")
+        return (() if self.audit_canaries else ("audit_canaries", "audit_confidence")) + super().fields_left_out()
 
     @model_validator(mode="after")
     def _confidence_needs_an_audit(self):

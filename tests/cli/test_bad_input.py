@@ -213,6 +213,8 @@ def test_dataset_inference_settings_out_of_range(capsys, tiny_lm, good_data, out
                       "--di-permutations 39 cannot give a p-value at or below --di-alpha 0.01", "at least 99")
     assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-stop-early", "maybe"), out,
                       "--di-stop-early: Input should be a valid boolean")
+    assert_user_error(capsys, evaluate_argv(tiny_lm, good_data, out, "--di-penalty", "-0.1"), out,
+                      "--di-penalty", "greater than or equal to 0")
 
 
 def test_malformed_json_line(capsys, tiny_lm, tmp_path, out):

@@ -188,3 +188,12 @@ def test_the_departures_from_the_paper_are_the_committed_runs():
     assert reach == entries["xsum-gpt2-e30"].counts["members@512"]
     [too_short] = map(int, sentence(TEXT, r"never reach 512 words \((\d+) of 400 too short\)"))
     assert too_short == entries["ja-gpt2-e30"].counts["too_short@512"] == 400
+
+
+def test_the_dataset_inference_page_s_direction_example_is_the_committed_file():
+    """docs/dataset-inference.md: "after 1 epoch the reference GPT-2's members have a *higher* loss than its
+    non-members (its committed results file: LOSS AUC {} at 128 words, where Min-K% at 5% reads {})"."""
+    page = flat((ROOT / "docs" / "dataset-inference.md").read_text(encoding="utf-8"))
+    loss, min_k = sentence(page, r"LOSS AUC ([\d.]+) at 128 words, where Min-K% at 5% reads ([\d.]+)")
+    aucs = committed_mink()["xsum-gpt2-e01"]
+    assert same(loss, aucs["loss"]) and same(min_k, aucs["min_k_5"]) and aucs["loss"] < 0.5 < aucs["min_k_5"]

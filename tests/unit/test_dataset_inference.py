@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import binom, kstest, norm, ttest_ind
+from sklearn.linear_model import LogisticRegression
 
 from harness.core.errors import UserError
 from harness.metrics import dataset_inference as di
@@ -164,6 +165,42 @@ def test_batched_splits_match_scipy_and_one_at_a_time():
     reference = ttest_ind(scores[held & (labels[0] == 1)], scores[held & (labels[0] == 0)], equal_var=False)
     _, df = splits.welch(scores[None], labels[:1], held[None])
     assert df[0] == pytest.approx(reference.df, rel=1e-12)
+
+
+@pytest.mark.parametrize("penalty", [0.01, 0.1, 1.0])
+def test_the_ridge_fit_is_scikit_learns(penalty):
+    # mean log-loss + (penalty / 2) |w|^2 with the intercept free is scikit-learn's L2 fit at C = 1 / (penalty m)
+    rng = np.random.default_rng(11)
+    x = correlated_pool(rng, 80)
+    y = (x[:, 0] + rng.normal(size=80) > 0).astype(float)
+    theta = splits.fit_logistic(np.c_[x, np.ones(80)][None], y[None], penalty)[0]
+    model = LogisticRegression(C=1 / (penalty * 80), tol=1e-12, max_iter=10_000).fit(x, y)
+    assert theta[:-1] == pytest.approx(model.coef_[0], abs=1e-6)
+    assert theta[-1] == pytest.approx(model.intercept_[0], abs=1e-6)
+
+
+def test_a_penalty_fits_separable_rows_to_their_finite_minimum():
+    # 6 rows and 7 scores separate: unpenalised, the fit stops at the first separating step; with a penalty the
+    # minimum is finite and unique, and Newton reaches it (gradient 0)
+    rng = np.random.default_rng(12)
+    x, y = rng.normal(size=(6, 7)), np.array([1, 1, 1, 0, 0, 0], dtype=float)
+    design = np.c_[x, np.ones(6)]
+    theta = splits.fit_logistic(design[None], y[None], 0.1)[0]
+    gradient = design.T @ (1 / (1 + np.exp(-design @ theta)) - y) / 6 + 0.1 * np.r_[theta[:-1], 0.0]
+    assert np.isfinite(theta).all() and np.abs(gradient).max() < 1e-9
+    assert np.abs(theta[:-1]).sum() < np.abs(splits.fit_logistic(design[None], y[None])[0][:-1]).sum() + 10
+
+
+def test_the_penalty_is_part_of_the_statistic():
+    # the same splits fit another model: another statistic, the same exact test; a bad penalty is refused
+    rng = np.random.default_rng(13)
+    x = correlated_pool(rng, 120)
+    labels = null_labels(3, 120)
+    ridge = di.dataset_inference(x, labels, NAMES, curve_sizes=None)
+    plain = di.dataset_inference(x, labels, NAMES, curve_sizes=None, penalty=0.0)
+    assert (ridge.penalty, plain.penalty) == (di.PENALTY, 0.0) and ridge.statistic != plain.statistic
+    with pytest.raises(UserError, match="penalty must be a finite number >= 0"):
+        di.dataset_inference(x, labels, NAMES, penalty=-1.0)
 
 
 def test_the_answer_does_not_depend_on_the_fit_threads(monkeypatch):
