@@ -295,6 +295,8 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
         for first, last in blocks(permutations, stop is not None):
             drawn = [labelling_splits(y, index, n_splits, n_train, seeds) for index in range(first, last)]
             labels, train = np.concatenate([d[0] for d in drawn]), np.concatenate([d[1] for d in drawn])
+            if first == 0:
+                observed_train = train[:n_splits]  # the observed labelling's training rows, for the share bound
             parallel = max(1, min(threads, len(train) * len(x) // WORK_PER_THREAD))
             size = min(FITS_PER_BATCH, -(-len(train) // parallel))
             chunks = [slice(start, start + size) for start in range(0, len(train), size)]
@@ -315,7 +317,7 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
                     split_p_values=tuple(observed_p.tolist()),
                     weights=np.concatenate([part.weights for part in observed])[:n_splits],
                     scores=np.concatenate([part.scores for part in observed])[:n_splits],
-                    train=labelling_splits(y, 0, n_splits, n_train, seeds)[1])
+                    train=observed_train)
 
 
 def test_size(alpha: float, permutations: int) -> float:
