@@ -33,6 +33,7 @@ from tests.helpers.board_files import (
     table,
     twin_of,
 )
+from tests.helpers.committed import committed_files
 
 ID_D = "d" * 64
 REAL_A, REAL_B = f"model-a ({ID_A[:8]})", f"model-b ({ID_B[:8]})"
@@ -152,8 +153,8 @@ def test_files_without_the_new_field_still_read(tmp_path):
     assert "‡" not in markdown
     committed = sorted((Path(__file__).parents[2] / "submissions").glob("*.json"))
     # the committed controls: the reference checkpoints and SmolLM2's untrained twin; the rest are real models
-    assert all(is_control(load_results(path)) == (path.name.startswith("membench-ref-") or "-untrained-seed" in path.name)
-               for path in committed)
+    assert all(is_control(results) == (path.name.startswith("membench-ref-") or "-untrained-seed" in path.name)
+               for path, results in zip(committed, committed_files(), strict=True))
     assert any("-untrained-seed" in path.name for path in committed)
 
 

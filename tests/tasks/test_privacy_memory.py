@@ -3,8 +3,6 @@ unchanged config hash of a full fine-tuning."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -18,8 +16,8 @@ from harness.training.memory import DeviceMemory, ModelShape, adapter_parameters
 from harness.training.method import METHOD_FIELDS
 from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 from tests.conftest import assert_user_error
+from tests.helpers.committed import committed_files
 
-SUBMISSIONS = Path(__file__).parents[2] / "submissions"
 # The tiny GPT-2's settings (a 32-token context): `test_privacy_extraction.evaluate_tiny`'s.
 TINY = ["--tasks", "privacy_extraction", "--limit", "3", "--max-source-tokens", "8", "--max-target-tokens", "20",
         "--epochs", "1", "--finetune-seeds", "1"]
@@ -235,7 +233,6 @@ def test_full_fine_tuning_keeps_its_config_and_hash():
     hashes as it did before they existed, less the settings v3 (extraction), v4 (the preset, held-out
     persons, separate fine-tunings) and v5 (sparse fine-tuning) added; and the committed files' configs of this version are rebuilt
     to what they record."""
-    from harness.core.results import load_results
     from harness.run.runner import EvaluateOptions, changed_settings, config_hash, settings_hash
 
     config = PrivacyConfig()
@@ -254,17 +251,16 @@ def test_full_fine_tuning_keeps_its_config_and_hash():
     assert set(lora.model_dump(mode="json")) - set(config.model_dump(mode="json")) == set(METHOD_FIELDS)
     assert config_hash(lora, EvaluateOptions(), "float32") != config_hash(config, EvaluateOptions(), "float32")
     committed = 0
-    for path in sorted(SUBMISSIONS.glob("*.json")):
-        results = load_results(path)
+    for results in committed_files():
         entry = next((e for e in results.tasks if e.name == "privacy_extraction" and e.status == "ok"
                       and e.version == PrivacyExtraction.VERSION), None)
         if entry is None:
             continue
         committed += 1
         rebuilt = PrivacyConfig(**entry.config)
-        assert rebuilt.model_dump(mode="json") == entry.config, path.name
+        assert rebuilt.model_dump(mode="json") == entry.config, results.model.name
         assert settings_hash(rebuilt.model_dump(mode="json"), results.run.limit, results.run.seed, results.model.dtype,
-                             None, PrivacyExtraction.LIMIT_VERSION) == entry.config_hash, path.name
+                             None, PrivacyExtraction.LIMIT_VERSION) == entry.config_hash, results.model.name
         if entry.changed_settings is not None:
-            assert changed_settings(rebuilt) == entry.changed_settings, path.name
+            assert changed_settings(rebuilt) == entry.changed_settings, results.model.name
     assert committed >= 4  # t5-ref, t5-ref-sparse70, and the real causal LMs (SmolLM2, gemma)

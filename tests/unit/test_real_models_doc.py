@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.results import Metric, TaskEntry, load_results
-from tests.helpers.committed import same
+from harness.core.results import Metric, TaskEntry
+from tests.helpers.committed import committed_files, same
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "real-models.md").read_text(encoding="utf-8")
@@ -93,8 +93,7 @@ def task_name(cell: str) -> str:
 
 
 def real_files():
-    for path in sorted((ROOT / "submissions").glob("*.json")):
-        results = load_results(path)
+    for results in committed_files():
         if not results.model.name.startswith("membench-ref/") and "reference_recipe" not in results.model.details:
             yield results
 
