@@ -14,8 +14,9 @@ the canaries are most of the rows), so that what it measures is the audit:
   run's epsilon;
 - cost: each run's fine-tuning seconds (DP-SGD against the same model, steps and rows without DP).
 
-A real model, SmolLM2-135M-Instruct, runs only when named (`--only smollm2-lora-none,smollm2-lora-dp8`):
-LoRA at its recipe, 4 epochs (the evaluation after 4 is the one of each run), with and without DP at 8.
+A real model, SmolLM2-135M-Instruct, runs only when named (`--only smollm2-lora-none,smollm2-lora-dp8`,
+`smollm2-full-none`): 4 epochs (the evaluation after 4 is the one of each run), LoRA at its recipe with and
+without DP at 8, and full fine-tuning at the task's default learning rate without DP.
 
 The reference T5 trains with LoRA under DP (opacus cannot separate per-row gradients of its relative position
 bias; `--finetune-method lora` is the fix the task names); the reference GPT-2 (`xsum-gpt2-e30`) trains every
@@ -25,6 +26,8 @@ weight.
     python bench/bench_dp_audit.py --only gpt2-full-none,gpt2-full-dp8 --seeds 1           # some
     python bench/bench_dp_audit.py --only smollm2-lora-none,smollm2-lora-dp8 --seeds 1 \
         --output bench/results/bench_dp_audit--smollm2.json                                  # the real model
+    python bench/bench_dp_audit.py --only smollm2-full-none --seeds 1 \
+        --output bench/results/bench_dp_audit--smollm2-full.json                             # full fine-tuning
     python bench/bench_dp_audit.py --plot docs/dp-audit.png --from bench/results/bench_dp_audit.json  # the plot
 """
 
@@ -46,8 +49,10 @@ MODELS = {"t5": WEIGHTS / "t5-ref-dfd67885c5" / "t5-ref", "gpt2": WEIGHTS / "xsu
           "smollm2": "pretrained:smollm2-135m-instruct"}
 METHODS = {"t5": {"full": ["--learning-rate", "1e-3"], "lora": ["--finetune-method", "lora"]},
            "gpt2": {"full": ["--learning-rate", "1e-3"], "lora": ["--finetune-method", "lora"]},
-           "smollm2": {"lora": ["--finetune-method", "lora", "--epochs", "4"]}}  # 4 epochs: the CPU's budget
-REAL = {"smollm2-lora-none": ("smollm2", "lora", []), "smollm2-lora-dp8": ("smollm2", "lora", ["--dp-epsilon", "8"])}
+           # 4 epochs: the CPU's budget; full fine-tuning at the task's default learning rate (1e-4)
+           "smollm2": {"lora": ["--finetune-method", "lora", "--epochs", "4"], "full": ["--epochs", "4"]}}
+REAL = {"smollm2-lora-none": ("smollm2", "lora", []), "smollm2-lora-dp8": ("smollm2", "lora", ["--dp-epsilon", "8"]),
+        "smollm2-full-none": ("smollm2", "full", [])}
 # the audit's cost in the task as the job runs it on the reference T5 (its manifest's settings): with 1,000
 # canaries and without, run by name (`--only t5-job-audit,t5-job-noaudit`)
 JOB_T5 = ["--learning-rate", "1e-3", "--max-source-tokens", "40", "--max-target-tokens", "96"]
