@@ -185,13 +185,13 @@ def dp_training_seconds(run: dict) -> float:
 
 
 def unextracted_leakage(run: dict) -> list[float]:
-    """A bench_dp_audit run's Steinke bound and its canaries' loss per token (left out, trained on) after its
+    """A bench_dp_audit run's Steinke bound and its canaries' loss per token (trained on, left out) after its
     last epoch, where no canary came out greedily or (100, 0.5)-extractable; else nothing (the sentence is false)."""
     last = run["epochs"][max(run["epochs"], key=int)]
     found = [last[f"{kind}_included_{side}"] for kind in ("exact", "extractable_100") for side in ("yes", "no")]
     if any(found):
         return []
-    return [dp_largest(run)[0], last["loss_included_no"][0], last["loss_included_yes"][0]]
+    return [dp_largest(run)[0], last["loss_included_yes"][0], last["loss_included_no"][0]]
 
 
 def dp_slower(runs: dict, label: str) -> bool:
@@ -623,8 +623,9 @@ CITATIONS = [
     dp_audit_row("smollm2-full-none", "bench_dp_audit--smollm2-full"),
     Citation("docs/dp.md", "bench_dp_audit--smollm2-full", "Four epochs of full fine-tuning prove leakage of ε ≥ {} at "
              "95% (Steinke et al.'s bound) while greedy decoding reproduced none of the canaries, trained on or not, "
-             "and none is (100, 0.5)-extractable: each canary was seen once an epoch, and its loss fell by half ({} to "
-             "{} per token)", lambda r: unextracted_leakage(r["runs"]["smollm2-full-none"])),
+             "and none is (100, 0.5)-extractable: each canary was seen once an epoch, and those it trained on ended at "
+             "half the loss of those it never saw ({} against {} per token)",
+             lambda r: unextracted_leakage(r["runs"]["smollm2-full-none"])),
     Citation("docs/dp.md", "bench_dp_audit", "with 1,000 canaries ({} trained on) and small task sets (10 unique "
              "strings, 10 persons: {} rows per epoch)",
              lambda r: one_value([run["audit"]["included"] for run in r["runs"].values()])
