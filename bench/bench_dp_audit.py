@@ -28,6 +28,8 @@ weight.
         --output bench/results/bench_dp_audit--smollm2.json                                  # the real model
     python bench/bench_dp_audit.py --only smollm2-full-none --seeds 1 \
         --output bench/results/bench_dp_audit--smollm2-full.json                             # full fine-tuning
+    python bench/bench_dp_audit.py --only smollm2-lora-dp8 --seeds 1 \
+        --output bench/results/bench_dp_audit--smollm2-dp8.json                              # LoRA under DP
     python bench/bench_dp_audit.py --plot docs/dp-audit.png --from bench/results/bench_dp_audit.json  # the plot
 """
 

@@ -621,6 +621,12 @@ CITATIONS = [
       for run in runs],
     dp_audit_row("smollm2-lora-none", "bench_dp_audit--smollm2"),
     dp_audit_row("smollm2-full-none", "bench_dp_audit--smollm2-full"),
+    dp_audit_row("smollm2-lora-dp8", "bench_dp_audit--smollm2-dp8"),
+    Citation("docs/dp.md", "bench_dp_audit--smollm2-dp8", "With DP at ε = {} the LoRA run audits {}, within its claim",
+             lambda r: [r["runs"]["smollm2-lora-dp8"]["dp"][0]["claimed_epsilon"],
+                        *one_value(dp_largest(r["runs"]["smollm2-lora-dp8"]))]
+             if max(dp_largest(r["runs"]["smollm2-lora-dp8"])) <= r["runs"]["smollm2-lora-dp8"]["dp"][0][
+                 "claimed_epsilon"] else []),
     Citation("docs/dp.md", "bench_dp_audit--smollm2-full", "Four epochs of full fine-tuning prove leakage of ε ≥ {} at "
              "95% (Steinke et al.'s bound) while greedy decoding reproduced none of the canaries, trained on or not, "
              "and none is (100, 0.5)-extractable: each canary was seen once an epoch, and those it trained on ended at "
