@@ -134,9 +134,8 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
                         "n_train_per_side": found.n_train_per_side, "features": present,
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
                         "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
-                        "dropped_features": list(found.dropped_features)}
-        report.info |= {"penalty": found.penalty, "share_lower": round(found.share_lower, 4),
-                        "share_confidence": di.SHARE_CONFIDENCE}
+                        "dropped_features": list(found.dropped_features), "penalty": found.penalty,
+                        "share_lower": round(found.share_lower, 4), "share_confidence": di.SHARE_CONFIDENCE}
         if stop_early:
             report.info["relabelings"] = found.relabelings
     return report
