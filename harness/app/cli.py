@@ -297,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else argv
         if command_of(words) in PINNED_COMMANDS or (command_of(words) == "evaluate" and "--reproducible" in words):
-            # before the parser imports every task module (PyTorch, transformers: 3 to 25 s on 2
-            # cores), which the pinned child does again; the child parses the flags and reports errors
+            # before parsing: the parser of `evaluate` and `reference` imports every task module or the
+            # reference builds (PyTorch, transformers: 3 to 25 s on 2 cores), which the pinned child does
+            # again; the child parses the flags and reports errors
             status = run_pinned_again(words)
             if status is not None:
                 return status
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for package in (tasks, leaderboard):  # before the task flags import the task modules
             check_own_package(package)
-        args = build_parser().parse_args(argv)
+        args = build_parser(command_of(words) or "").parse_args(argv)
         level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
         if args.verbose == 0:

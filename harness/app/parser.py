@@ -113,24 +113,36 @@ def reference_build_names() -> list[str]:
     return [config.name for config, _ in reference_recipes()]
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands whose flags import heavy modules: the task settings (every task module, and with them
+# PyTorch and transformers: 5 to 7 s on 2 cores) and the reference build names in `reference build --help`.
+HEAVY_FLAG_COMMANDS = ("evaluate", "export-lm-eval", "reference")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command. `command`: the command the command line names (`cli.command_of`; "" for
+    none), when known: of `HEAVY_FLAG_COMMANDS` only that one then gets its full flags, so `membench --help`,
+    `run`, `validate` and `leaderboard` read their flags in a fraction of a second. None (docs, tests):
+    every command's flags in full."""
+    def full(name: str) -> bool:
+        return command is None or command == name
+
     parser = OneLineErrorParser(prog="membench", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
-    add_evaluate(commands)
-    add_export_lm_eval(commands)
+    add_evaluate(commands, full("evaluate"))
+    add_export_lm_eval(commands, full("export-lm-eval"))
     add_import_lm_eval(commands)
     add_tasks(commands)
     add_validate(commands)
     add_leaderboard(commands)
-    add_reference(commands)
+    add_reference(commands, full("reference"))
     add_prune(commands)
     add_run(commands)
     return parser
 
 
-def add_evaluate(commands) -> None:
-    """The flags of `membench evaluate`."""
+def add_evaluate(commands, task_flags: bool = True) -> None:
+    """The flags of `membench evaluate` (without the task settings' unless `task_flags`)."""
     from harness.core.model_types import ModelKind
 
     ev = commands.add_parser("evaluate", help="evaluate one checkpoint on tasks, write a results file")
@@ -175,11 +187,12 @@ def add_evaluate(commands) -> None:
                     help="pin the CPU kernels and threads as `membench run` does (harness/run/reproducible.py), so "
                          "the numbers come out the same to the last bit on this machine under any CPU capability "
                          "(not yet across Intel and AMD CPUs: docs/reproducibility.md)")
-    add_task_config_flags(ev)
+    if task_flags:
+        add_task_config_flags(ev)
 
 
-def add_export_lm_eval(commands) -> None:
-    """The flags of `membench export-lm-eval`."""
+def add_export_lm_eval(commands, task_flags: bool = True) -> None:
+    """The flags of `membench export-lm-eval` (without the task settings' unless `task_flags`)."""
     from harness.core.model_types import ModelKind
 
     ex = commands.add_parser("export-lm-eval", help="write lm-evaluation-harness tasks (YAML + data + utils.py) "
@@ -197,7 +210,8 @@ def add_export_lm_eval(commands) -> None:
     ex.add_argument("--trust-remote-code", action="store_true", help="allow the tokenizer's own Python code")
     ex.add_argument("--allow-pickle", action="store_true", help="accept a checkpoint whose weights are pickle files "
                     "(*.bin, *.pt): the export never loads them, lm-eval will")
-    add_task_config_flags(ex)
+    if task_flags:
+        add_task_config_flags(ex)
 
 
 def add_import_lm_eval(commands) -> None:
@@ -240,8 +254,8 @@ def add_leaderboard(commands) -> None:
                     help="exit 1 when the markdown on disk is not current (the site is not committed, not checked)")
 
 
-def add_reference(commands) -> None:
-    """The flags of `membench reference build`."""
+def add_reference(commands, build_names: bool = True) -> None:
+    """The flags of `membench reference build` (its help without the build names unless `build_names`)."""
     ref = commands.add_parser("reference", help="reference checkpoints")
     ref_commands = ref.add_subparsers(dest="reference_command", required=True, parser_class=OneLineErrorParser)
     rb = ref_commands.add_parser("build", help="train the reference checkpoints again (CPU, about 12 minutes): "
@@ -256,7 +270,8 @@ def add_reference(commands) -> None:
     rb.add_argument("--quick", action="store_true", help="the small, fast build used by the tests")
     rb.add_argument("--force", action="store_true", help="rebuild even when already built")
     rb.add_argument("--builds", type=split_commas,
-                    help="comma-separated build names (default: all): " + ", ".join(reference_build_names()))
+                    help="comma-separated build names (default: all)"
+                         + (": " + ", ".join(reference_build_names()) if build_names else ""))
     rb.add_argument("--compare", action="store_true",
                     help="then evaluate the rebuilt checkpoints on their controls (into the cache) and compare "
                          "them with the committed board (--submissions), which the shipped weights made")

@@ -52,6 +52,37 @@ def test_evaluate_help_shows_task_flags(capsys):
     assert "(default 99 in finetune_memorization, 39 in mink_membership)" in " ".join(out.split())
 
 
+LIGHT_PARSE = """
+import sys
+from harness.app.parser import build_parser
+args = build_parser("run").parse_args(["run", "--device", "cpu", "--quick"])
+top = build_parser("")
+assert (args.command, args.device, args.quick) == ("run", "cpu", True)
+print(sorted(name for name in ("torch", "transformers", "sklearn", "tasks.mink_membership.task",
+                               "harness.reference.recipes") if name in sys.modules))
+"""
+
+
+def test_commands_without_task_flags_parse_without_importing_the_tasks():
+    """`membench run`, `--help`, `validate`, `leaderboard` build the parser without the task settings' flags,
+    which import every task module and PyTorch (its own process: this one has them all)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LIGHT_PARSE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[]"
+    from harness.app.parser import build_parser
+
+    def flags(parser, command: str) -> set[str]:
+        [sub] = [a for a in parser._actions if a.dest == "command"]
+        return set(sub.choices[command]._option_string_actions)
+
+    light, full = build_parser("run"), build_parser()
+    assert "--lengths" in flags(full, "evaluate") and "--lengths" in flags(build_parser("evaluate"), "evaluate")
+    assert "--lengths" not in flags(light, "evaluate") and flags(light, "run") == flags(full, "run")
+
+
 def one_error_line(capsys, argv: list[str]) -> str:
     capsys.readouterr()
     assert main(argv) == 2

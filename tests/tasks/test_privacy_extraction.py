@@ -314,8 +314,15 @@ def reference_t5(membench_cache):
 
 
 def test_the_reference_t5_memorizes_more_with_duplicates_and_epochs(tmp_path, reference_t5):
+    """The job's settings on 50 secrets of each kind, with its first fine-tuning seed alone: every direction
+    below held in each of the job's 2 seeds with room (seed 42: subset score 0.009 / 0.037 / 0.302 at 0 / 4 /
+    8 epochs, seed 43: 0.226 at 8; AMD EPYC, 2026-12-02). The mean and spread over seeds are checked on the
+    tiny model (`test_causal_lm_end_to_end_with_a_pad_token_fallback_and_two_seeds`) and in the job's
+    committed files (tests/tasks/test_privacy_card.py)."""
     folders, settings = reference_t5
-    flags = [arg for key, value in settings.items() for arg in ("--" + key.replace("_", "-"), value)]
+    assert settings["finetune_seeds"] == "2"  # the job's; one here: the second seed was 22 s of this test's 44
+    flags = [arg for key, value in {**settings, "finetune_seeds": "1"}.items()
+             for arg in ("--" + key.replace("_", "-"), value)]
     out = tmp_path / "out"
     assert main(["evaluate", "--model", str(folders["t5-ref"]), "--tasks", "privacy_extraction", "--limit", "50",
                  "--output-path", str(out), "--batch-size", "32", *flags]) == 0
@@ -343,11 +350,7 @@ def test_the_reference_t5_memorizes_more_with_duplicates_and_epochs(tmp_path, re
         "pz_mean", epoch="8", group="memorization-45", times="1")
     assert value("extractable", epoch="8", group="memorization-45", times="all", attempts="100", level="0.5") > value(
         "extractable", epoch="0", group="memorization-45", times="all", attempts="100", level="0.5")
-    # the reference job fine-tunes with 2 seeds: the headline carries their spread
-    assert settings["finetune_seeds"] == "2" and entry["info"]["finetuning"]["seeds"] == [42, 43]
-    [headline] = [x for x in entry["metrics"] if x["name"] == entry["headline"]["metric"]
-                  and x["tags"] == entry["headline"]["tags"]]
-    assert len(headline["per_seed"]) == 2 and len(set(headline["per_seed"])) > 1 and headline["std"] > 0
+    assert entry["info"]["finetuning"]["seeds"] == [42]
 
 
 def test_a_seq2seq_tokenizer_without_sentinels_falls_back_to_tagged_fields(tmp_path, tiny_lm):
