@@ -127,10 +127,27 @@ def _evaluate(launcher: list[str], model: Path, out: Path, settings: list[str]) 
     return done
 
 
-def _one_and_two_processes(tmp_path: Path, model: Path, settings: list[str]):
-    """Results of one process and of 2 CPU processes under accelerate launch, after checking that
-    the 2-process run wrote exactly one results file and samples files equal to one process's."""
-    one = _evaluate([sys.executable], model, tmp_path / "one", settings)
+def _evaluate_here(model: Path, out: Path, settings: list[str], capsys) -> str:
+    """`membench evaluate` in this process, with one thread as `_evaluate`'s processes (the thread
+    count restored after: a process of its own would spend 6 s of this test's 25 on imports); its stdout."""
+    import torch
+
+    from harness.run import reproducible
+
+    threads = torch.get_num_threads()
+    capsys.readouterr()
+    try:
+        assert main(["evaluate", "--model", str(model), "--device", "cpu", "--no-cache", "--threads", "1",
+                     "--log-samples", "--output-path", str(out), *settings]) == 0
+    finally:
+        reproducible.set_threads(threads)
+    return capsys.readouterr().out
+
+
+def _one_and_two_processes(tmp_path: Path, model: Path, settings: list[str], capsys):
+    """Results of one process (this one) and of 2 CPU processes under accelerate launch, after checking
+    that the 2-process run wrote exactly one results file and samples files equal to one process's."""
+    one_stdout = _evaluate_here(model, tmp_path / "one", settings, capsys)
     # `accelerate launch --cpu --num_processes 2` starts one process (accelerate 1.15); --multi_gpu
     # without GPUs starts 2 processes joined over gloo.
     two = _evaluate([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
@@ -138,7 +155,7 @@ def _one_and_two_processes(tmp_path: Path, model: Path, settings: list[str]):
                      "--main_process_port", str(_free_port())], model, tmp_path / "two", settings)
     [path_one] = (tmp_path / "one").glob("*.json")
     [path_two] = (tmp_path / "two").glob("*.json")  # exactly one results file: rank 0 writes
-    assert one.stdout.splitlines()[-1] == str(path_one)  # the results table, then the path
+    assert one_stdout.splitlines()[-1] == str(path_one)  # the results table, then the path
     assert two.stdout.splitlines()[-1] == str(path_two)
     assert two.stdout.count(str(path_two)) == 1 and two.stdout.count("time (s)") == 1  # printed by rank 0 only
     assert path_one.name == path_two.name
@@ -159,7 +176,7 @@ def _one_and_two_processes(tmp_path: Path, model: Path, settings: list[str]):
     return first, second
 
 
-def test_two_cpu_processes_give_exactly_the_numbers_of_one(tmp_path, tiny_lm):
+def test_two_cpu_processes_give_exactly_the_numbers_of_one(tmp_path, tiny_lm, capsys):
     """Every kind of task, in one pair of runs: scoring (mink_membership), generation
     (paywall_memorization), choices (stereoset) and fine-tuning (privacy_extraction). privacy_extraction
     fine-tunes with the transformers Trainer, which would join the processes (DDP: half the steps) if it
@@ -167,7 +184,7 @@ def test_two_cpu_processes_give_exactly_the_numbers_of_one(tmp_path, tiny_lm):
     one, two = _one_and_two_processes(tmp_path, tiny_lm, [
         "--tasks", "mink_membership,paywall_memorization,stereoset,privacy_extraction", "--batch-size", "4",
         "--limit", "8", "--lengths", "16,32", "--bootstrap-resamples", "50", "--max-source-tokens", "8",
-        "--max-target-tokens", "20", "--epochs", "1,2"])
+        "--max-target-tokens", "20", "--epochs", "1,2"], capsys)
     assert [t.name for t in two.tasks] == ["mink_membership", "paywall_memorization", "stereoset",
                                            "privacy_extraction"]
     assert len(list((tmp_path / "two").glob("*.samples.jsonl"))) == 4
