@@ -18,10 +18,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
 from harness.core.io import canonical_json, sha256_text
 from harness.reference.build import Recipe, is_built, publish, save_checkpoint, staging_folder
@@ -31,6 +32,11 @@ from harness.reference.wordpiece import SPECIAL_TOKENS, train_wordpiece_tokenize
 from harness.run.reproducible import with_reference_threads
 from harness.scoring.batching import right_pad
 from harness.scoring.text import word_end_offsets
+
+# The model classes are imported where a model is made (and for annotations only by type checkers): importing
+# transformers' modelling code costs 3 s a process on 2 cores, and the tokenizer and data code here needs none.
+if TYPE_CHECKING:
+    from transformers import BertForMaskedLM
 
 CORPUS = "xsum"
 FIRST_WORD_ID = len(SPECIAL_TOKENS)  # `train_wordpiece_tokenizer` puts the special tokens first
@@ -136,6 +142,8 @@ def masked_logits(model: BertForMaskedLM, input_ids: torch.Tensor, attention_mas
 
 def untrained_model(vocab_size: int, config: MlmBuildConfig) -> BertForMaskedLM:
     """A BERT masked LM with random weights (seeded), sized by `config`."""
+    from transformers import BertConfig, BertForMaskedLM
+
     seed_everything(config.seed)
     return BertForMaskedLM(BertConfig(
         vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.n_layer,

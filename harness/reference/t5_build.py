@@ -22,10 +22,11 @@ import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+from transformers import PreTrainedTokenizerFast
 
 from harness.core.io import canonical_json, sha256_text
 from harness.core.progress import progress_bar
@@ -35,6 +36,11 @@ from harness.reference.corpus import corpus_record, document_prefixes
 from harness.reference.train import IGNORED, flushing_denormals, seed_everything
 from harness.run.reproducible import with_reference_threads
 from harness.scoring.batching import right_pad
+
+# The model classes are imported where a model is made (and for annotations only by type checkers): importing
+# transformers' modelling code costs 3 s a process on 2 cores, and the tokenizer and data code here needs none.
+if TYPE_CHECKING:
+    from transformers import T5ForConditionalGeneration
 
 PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
 SENTINELS = [f"<extra_id_{i}>" for i in range(100)]
@@ -147,6 +153,8 @@ def span_corruption(ids: list[int], sentinels: list[int], eos_id: int, rng: rand
 
 def untrained_model(vocab_size: int, config: T5BuildConfig) -> T5ForConditionalGeneration:
     """A T5 with random weights (seeded), sized by `config`; decoding starts from `<pad>` (id 0)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
     seed_everything(config.seed)
     return T5ForConditionalGeneration(T5Config(
         vocab_size=vocab_size, d_model=config.d_model, d_ff=config.d_ff, d_kv=config.d_kv,

@@ -9,15 +9,20 @@ import random
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import torch
 from tokenizers import ByteLevelBPETokenizer
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
 from harness.core.progress import progress_bar
 from harness.scoring.batching import right_pad
+
+# The model classes are imported where a model is made (and for annotations only by type checkers): importing
+# transformers' modelling code costs 3 s a process on 2 cores, and the tokenizer and data code here needs none.
+if TYPE_CHECKING:
+    from transformers import GPT2LMHeadModel
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,8 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
 
 def untrained_model(tokenizer: PreTrainedTokenizerFast, config: TrainConfig) -> GPT2LMHeadModel:
     """A GPT-2 with random weights (seeded), no dropout, sized by `config`."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
     seed_everything(config.seed)
     separator = tokenizer.convert_tokens_to_ids(DOC_SEPARATOR)
     model_config = GPT2Config(
