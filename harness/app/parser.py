@@ -113,16 +113,13 @@ def reference_build_names() -> list[str]:
     return [config.name for config, _ in reference_recipes()]
 
 
-# The commands whose flags import heavy modules: the task settings (every task module, and with them
-# PyTorch and transformers: 5 to 7 s on 2 cores) and the reference build names in `reference build --help`.
-HEAVY_FLAG_COMMANDS = ("evaluate", "export-lm-eval", "reference")
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command. `command`: the command the command line names (`cli.command_of`; "" for
-    none), when known: of `HEAVY_FLAG_COMMANDS` only that one then gets its full flags, so `membench --help`,
-    `run`, `validate` and `leaderboard` read their flags in a fraction of a second. None (docs, tests):
-    every command's flags in full."""
+    """The parser of every command. Some flags import heavy modules: the task settings of `evaluate` and
+    `export-lm-eval` (every task module, and with them PyTorch and transformers: 5 to 7 s on 2 cores) and
+    the build names in `reference build --help`. `command`: the command the command line names
+    (`cli.command_of`, "" for none); only that command then gets them, so `membench --help`, `run`,
+    `validate` and `leaderboard` read their flags in a fraction of a second. None (docs, tests): every
+    command's flags in full."""
     def full(name: str) -> bool:
         return command is None or command == name
 

@@ -56,7 +56,7 @@ LIGHT_PARSE = """
 import sys
 from harness.app.parser import build_parser
 args = build_parser("run").parse_args(["run", "--device", "cpu", "--quick"])
-top = build_parser("")
+build_parser("")  # a command line naming no command (`membench --help`)
 assert (args.command, args.device, args.quick) == ("run", "cpu", True)
 print(sorted(name for name in ("torch", "transformers", "sklearn", "tasks.mink_membership.task",
                                "harness.reference.recipes") if name in sys.modules))
