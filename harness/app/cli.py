@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit (ulimit -f): a write fails with EFBIG
     try:
         words = sys.argv[1:] if argv is None else argv
-        if command_of(words) in PINNED_COMMANDS or (command_of(words) == "evaluate" and "--reproducible" in words):
+        command = command_of(words) or ""
+        if command in PINNED_COMMANDS or (command == "evaluate" and "--reproducible" in words):
             # before parsing: the parser of `evaluate` and `reference` imports every task module or the
             # reference builds (PyTorch, transformers: 3 to 25 s on 2 cores), which the pinned child does
             # again; the child parses the flags and reports errors
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for package in (tasks, leaderboard):  # before the task flags import the task modules
             check_own_package(package)
-        args = build_parser(command_of(words) or "").parse_args(argv)
+        args = build_parser(command).parse_args(argv)
         level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
         if args.verbose == 0:

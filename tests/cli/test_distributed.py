@@ -113,23 +113,28 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _evaluate_words(model: Path, out: Path, settings: list[str]) -> list[str]:
+    """`membench evaluate` of both runs: one thread per process, since the sums of a forward or backward
+    pass depend on the number of threads (harness/run/reproducible.py), so the guarantee is for the same
+    threads per process."""
+    return ["evaluate", "--model", str(model), "--device", "cpu", "--no-cache", "--threads", "1", "--log-samples",
+            "--output-path", str(out), *settings]
+
+
 def _evaluate(launcher: list[str], model: Path, out: Path, settings: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     for name in distributed.LAUNCHER_VARIABLES:  # a test run under a launcher must not leak into these
         env.pop(name, None)
-    # One thread per process in both runs: the sums of a forward or backward pass depend on the number
-    # of threads (harness/run/reproducible.py), so the guarantee is for the same threads per process.
-    command = launcher + ["-m", "harness", "evaluate", "--model", str(model), "--device", "cpu", "--no-cache",
-                          "--threads", "1", "--log-samples", "--output-path", str(out), *settings]
+    command = launcher + ["-m", "harness", *_evaluate_words(model, out, settings)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
 
 def _evaluate_here(model: Path, out: Path, settings: list[str], capsys) -> str:
-    """`membench evaluate` in this process, with one thread as `_evaluate`'s processes (the thread
-    count restored after: a process of its own would spend 6 s of this test's 25 on imports); its stdout."""
+    """`_evaluate_words` in this process (the thread count restored after: a process of its own would
+    spend 6 s of this test's 25 on imports); its stdout."""
     import torch
 
     from harness.run import reproducible
@@ -137,8 +142,7 @@ def _evaluate_here(model: Path, out: Path, settings: list[str], capsys) -> str:
     threads = torch.get_num_threads()
     capsys.readouterr()
     try:
-        assert main(["evaluate", "--model", str(model), "--device", "cpu", "--no-cache", "--threads", "1",
-                     "--log-samples", "--output-path", str(out), *settings]) == 0
+        assert main(_evaluate_words(model, out, settings)) == 0
     finally:
         reproducible.set_threads(threads)
     return capsys.readouterr().out
