@@ -18,7 +18,7 @@ Each is evaluated pinned with `privacy_extraction` at the reference job's settin
 (`--sparse-finetuning auto`: their zeros stay zero, and the results record the sparsity after
 fine-tuning). Reported per model: parameters and non-zero parameters, the last pre-training window's
 loss, the memorization-45 subset score and exact match after 4 and 8 epochs, PII exact match, the
-fields' exact match above the held-out persons' and the worst-case leakage epsilon, each as the
+fields' exact match above the held-out persons' and the leakage ε (Inan et al.), each as the
 mean over seeds with its sample std; and each comparison's difference (sparse - dense) with its
 standard error sqrt(s_a^2 / n + s_b^2 / n) over the n seeds of each side.
 

@@ -14,13 +14,16 @@ from leaderboard.render import (
     CHANGED_LEGEND,
     NULL_LEGEND,
     CONTROLS_NOTE,
+    SHORT_LEGEND,
     by_group,
     changed_notes,
     limit_legend,
     overview_legend,
     overview_table,
+    short_runs,
     skipped_notes,
     summary_table,
+    task_heads,
     warning_notes,
 )
 from leaderboard.site import write_site
@@ -72,11 +75,13 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         parts += ["", "Columns, the same in both groups:", ""] + [f"- {line}" for line in overview_legend(board)]
     parts += ["", "### Real models", "",
               overview_table(board, groups["real"]) if groups["real"] else "_no real model yet_"]
-    parts += changed_lines(groups["real"])
+    parts += changed_lines(groups["real"], short=short_runs(groups["real"], [None]))
     if any(b.null_control for b in groups["real"]):
         parts += ["", NULL_LEGEND]
     if groups["control"]:
         parts += ["", "### Reference controls", "", CONTROLS_NOTE, "", overview_table(board, groups["control"])]
+    if short_runs(groups["control"], [None]):
+        parts += ["", SHORT_LEGEND]
     legend = limit_legend(board, overview=True)
     if legend:
         parts += ["", legend]
@@ -98,7 +103,8 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         notes = skipped_notes(task, board) + warning_notes(task, board)
         if notes:
             parts += [""] + [f"- {note}" for note in notes]
-        parts += changed_lines([b for b in groups["real"] if b.entry.name == task], task=False)
+        real = [b for b in groups["real"] if b.entry.name == task]
+        parts += changed_lines(real, task=False, short=short_runs(real, task_heads(task, board)))
         legend = limit_legend([b for b in board if b.entry.name == task])
         if legend:
             parts += ["", legend]
@@ -151,11 +157,15 @@ def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[st
     return ["", " ".join(paragraph)] if paragraph else []
 
 
-def changed_lines(items: list, task: bool = True) -> list[str]:
+def changed_lines(items: list, task: bool = True, short: bool = False) -> list[str]:
     """The ‡ legend and a line per marked run of `items` (real models' entries; `task`: name the task),
-    as markdown lines to append; none when no run is marked."""
+    as markdown lines to append; none when no run is marked. `short`: a value is shown at a shorter
+    epoch (`render.short_runs`), and its legend follows the ‡ one in the same paragraph (a run stops
+    short by changing its epochs, so it is marked ‡ too; the board stays short)."""
     notes = changed_notes(items, task=task)
-    return ["", CHANGED_LEGEND, ""] + [f"- {note}" for note in notes] if notes else []
+    if not notes:
+        return ["", SHORT_LEGEND] if short else []
+    return ["", f"{CHANGED_LEGEND} {SHORT_LEGEND}" if short else CHANGED_LEGEND, ""] + [f"- {note}" for note in notes]
 
 
 def task_summaries(task: str, board: list, groups: dict) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from harness.core.board_keys import model_key
@@ -28,6 +29,7 @@ class BoardEntry:
     file: str = ""  # the name of the results file the entry comes from
     # A reference control, not a contestant (`is_control`): the board shows it apart from the real models.
     control: bool = False
+    created_at: datetime | None = None  # when the results file was written (`ResultsFile.created_at`)
 
     @property
     def null_control(self) -> bool:
@@ -99,5 +101,6 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
     for (identity, _, _), candidates in runs.items():
         _, file_name, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
-                                sparsity(results), results.run.limit, file_name, is_control(results)))
+                                sparsity(results), results.run.limit, file_name, is_control(results),
+                                results.created_at))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

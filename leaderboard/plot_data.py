@@ -5,13 +5,12 @@ left out and why."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from harness.core.results import Headline, Metric
 from leaderboard.collect import BoardEntry
-from leaderboard.render import Text, better_in_words, changed_mark, entry_label, escape, limit_mark, task_heads
+from leaderboard.render import Text, better_in_words, changed_mark, entry_label, escape, limit_mark, number, task_heads
 
 LABEL_CHARS = 48  # a model name longer than this is cut with an ellipsis in a plot
 
@@ -21,15 +20,6 @@ def plot_label(item: BoardEntry) -> str:
     name longer than `LABEL_CHARS` cut with an ellipsis (the identity stays, so labels stay apart)."""
     name = item.model_name if len(item.model_name) <= LABEL_CHARS else item.model_name[:LABEL_CHARS - 1] + "…"
     return f"{name} ({item.model_identity[:8]}){limit_mark([item.limit])}{changed_mark(item)}"
-
-
-def number(value: str | None) -> float | None:
-    """A tag value as a finite number; None when it is not one."""
-    try:
-        parsed = float(value)
-    except (TypeError, ValueError):
-        return None
-    return parsed if math.isfinite(parsed) else None
 
 
 def _names_number(text: str, value: str) -> bool:

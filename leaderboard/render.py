@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from scipy.stats import kendalltau
 from tabulate import tabulate
@@ -169,17 +171,70 @@ def headline_value(item: BoardEntry, head: Headline | None = None, interval: boo
     entry = item.entry
     if entry.status == "skipped":
         return "skipped"
-    metric = entry.headline_metric(head)
+    shown = head or entry.headline
+    reached = epoch_reached(item, shown)
+    metric = entry.headline_metric(reached or shown)
     if metric is None:
         return "n/a"
-    shown = head or entry.headline
     whole = (entry.name, metric.name) in counts or (shown is not None and shown.count)
-    return fmt_metric(metric, interval, whole)
+    value = fmt_metric(metric, interval, whole)
+    return value if reached is None else f"{value} {short_mark(reached)}"
+
+
+def number(value: str | None) -> float | None:
+    """A tag value as a finite number; None when it is not one."""
+    try:
+        parsed = float(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed if math.isfinite(parsed) else None
+
+
+EPOCH_TAG = "epoch"  # the tag of a metric measured after so many epochs of fine-tuning (privacy, finetune)
+
+
+def epoch_reached(item: BoardEntry, head: Headline | None) -> Headline | None:
+    """For a run that stopped short of `head`'s epoch (a real model fine-tuned for 1 epoch under a column
+    "8 epochs"): `head` at the last epoch the run evaluated, the metric's other tags as `head` names them;
+    None when `head` names no epoch, the run has it, or has no metric of it after epoch 1 or later (epoch 0
+    is the model before fine-tuning, not a shorter fine-tuning). The board shows that value marked
+    (`short_mark`) instead of n/a: what the run measured, never mistaken for the column's."""
+    if head is None or EPOCH_TAG not in head.tags or item.entry.headline_metric(head) is not None:
+        return None
+    wanted = number(head.tags[EPOCH_TAG])
+    others = {k: v for k, v in head.tags.items() if k != EPOCH_TAG}
+    shorter = [(number(m.tags.get(EPOCH_TAG)), m.tags.get(EPOCH_TAG)) for m in item.entry.metrics
+               if m.name == head.metric and m.value is not None and all(m.tags.get(k) == v for k, v in others.items())]
+    shorter = [(e, tag) for e, tag in shorter if e is not None and wanted is not None and 1 <= e < wanted]
+    if not shorter:
+        return None
+    return head.model_copy(update={"tags": {**head.tags, EPOCH_TAG: max(shorter)[1]}})
+
+
+def short_mark(reached: Headline) -> str:
+    """`(epoch N)` after a value of a run that stopped at epoch N, short of its column's (`epoch_reached`)."""
+    return f"(epoch {reached.tags[EPOCH_TAG]})"
+
+
+SHORT_LEGEND = ("(epoch N) after a value: the run stopped after N epochs, short of the column's; the value is what "
+                "it measured after its last epoch, not comparable with runs that reached the column's epochs.")
+
+
+def short_runs(items: list[BoardEntry], heads: list[Headline | None]) -> bool:
+    """True when a value of `items` under one of `heads` is shown at a shorter epoch (`epoch_reached`)."""
+    return any(b.entry.status == "ok" and epoch_reached(b, head or b.entry.headline) is not None
+               for b in items for head in heads)
+
+
+NEVER = datetime.min.replace(tzinfo=timezone.utc)  # the creation time of an entry that records none
 
 
 def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
-    """A task's key metrics: the `summary` its newest version's entries name, else its headline."""
-    items = sorted((b for b in board if b.entry.name == task), key=lambda b: -b.entry.version)
+    """A task's key metrics: the `summary` of its newest version's newest run, else its headline. The
+    newest run names them as the task does today: a label renamed without a new version (the board's
+    words, not what was computed) reaches the board with the next run, whatever older files say."""
+    items = sorted((b for b in board if b.entry.name == task),
+                   key=lambda b: (b.entry.version, b.created_at or NEVER), reverse=True)
     summary = next((b.entry.summary for b in items if b.entry.summary), None)
     if summary:
         return list(summary)

@@ -34,6 +34,7 @@ from leaderboard.render import (
     GROUPS,
     LIMIT_MARK,
     NULL_LEGEND,
+    SHORT_LEGEND,
     agreement,
     all_metrics,
     better_in_words,
@@ -48,6 +49,7 @@ from leaderboard.render import (
     overview,
     plain,
     short_names,
+    short_runs,
     skipped_notes,
     summary,
     task_heads,
@@ -161,7 +163,8 @@ def render_site(submissions: Path) -> dict[str, bytes]:
          first_task_column=first_task_column, heads=heads, better=better_in_words,
          kinds=sorted({m.kind for m in models}), pruned=any(m.sparsity is not None for m in models),
          limited=any(m.limits for m in models), changed=changed_notes(groups["real"], plain),
-         null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"]) else None)
+         null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"]) else None,
+         short_legend=SHORT_LEGEND if short_runs(board, [None]) else None)
     for task in tasks:
         figure, plot_note = task_figure(task, board)
         page(f"tasks/{task}.html", "task.html", title=task, task=task, card=card_html(task),
@@ -171,7 +174,9 @@ def render_site(submissions: Path) -> dict[str, bytes]:
              skipped=skipped_notes(task, board, plain) + warning_notes(task, board, plain),
              figure=figure, plot_note=plot_note, extras=extra_figures(task, board),
              changed=changed_notes([b for b in groups["real"] if b.entry.name == task], plain, task=False),
-             null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"] if b.entry.name == task) else None)
+             null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"] if b.entry.name == task) else None,
+             short_legend=SHORT_LEGEND if short_runs([b for b in board if b.entry.name == task],
+                                                     task_heads(task, board)) else None)
     for model in models:
         page(f"models/{model.slug}.html", "model.html", title=model.label, model=model, json=_json,
              fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, counts=counts, better=better_in_words,

@@ -396,7 +396,7 @@ def exact_match(prediction: str, reference: str) -> float:
 
 
 def worst_case_epsilon(public_logprobs: list[np.ndarray], finetuned_logprobs: list[np.ndarray]) -> float:
-    """Worst-case leakage epsilon (Inan et al. 2021): max over sequences w of
+    """Leakage ε (Inan et al. 2021; a perplexity ratio, not a DP guarantee): max over sequences w of
     log(PPL_public(w) / PPL_finetuned(w)), PPL(w) = exp(-(1/T) sum_t log p(w_t | input, w_<t)) over
     the T target tokens, so each term is mean log p_finetuned - mean log p_public."""
     return float(max(np.mean(ft) - np.mean(pub) for pub, ft in zip(public_logprobs, finetuned_logprobs)))

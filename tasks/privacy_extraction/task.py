@@ -202,6 +202,8 @@ def epoch_metrics(secrets: list[Secret], scores: list[dict[str, float]], epoch: 
 
 
 JOINT = "all"  # the one fine-tuning of `--finetunes joint`
+# The board's name for the seed's `epsilon` (issue 63): what it is, so that no one reads it as a DP ε
+LEAKAGE_LABEL = "leakage ε (Inan et al.; a perplexity ratio, not a DP guarantee), 8 epochs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,8 +375,9 @@ class PrivacyExtraction(Task):
     VERSION = 5
     LIMIT_VERSION = 2  # 2: --limit also cuts memorization-45 (and so the fine-tuning); 1 kept all 45
     DESCRIPTION = ("Memorization and PII leakage after fine-tuning: subset score and exact match of random "
-                   "strings (seen 1-5 times, unique) and synthetic persons' fields, worst-case epsilon, and "
-                   "each secret's extraction probability under sampling ((n, p)-discoverable)")
+                   "strings (seen 1-5 times, unique) and synthetic persons' fields, leakage ε (Inan et al.: a "
+                   "perplexity ratio, not a DP guarantee), and each secret's extraction probability under "
+                   "sampling ((n, p)-discoverable)")
     MODEL_KINDS = frozenset({ModelKind.SEQ2SEQ, ModelKind.CAUSAL_LM})
     HEADLINE = Headline(metric="subset_score", tags={"group": "memorization-45", "times": "all", "epoch": "8"},
                         label="memorization-45 subset score, 8 epochs", better="lower")
@@ -384,7 +387,7 @@ class PrivacyExtraction(Task):
                Headline(metric="exact_match", tags={"group": "privacy", "field": "all", "epoch": "8"},
                         label="PII exact match, 8 epochs", better="lower"),
                Headline(metric="epsilon", tags={"group": "unique", "epoch": "8"},
-                        label="worst-case epsilon, 8 epochs", better="lower"),
+                        label=LEAKAGE_LABEL, better="lower"),
                Headline(metric="extractable", tags={"group": "memorization-45", "times": "all", "epoch": "8",
                                                     "attempts": "100", "level": "0.5"},
                         label="memorization-45 (100, 0.5)-extractable, 8 epochs", better="lower"))

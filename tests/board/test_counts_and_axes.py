@@ -13,7 +13,7 @@ from leaderboard.build import render_markdown
 from leaderboard.collect import BoardEntry, newest_entries, read_submissions
 from leaderboard.plot_data import plot_data
 from leaderboard.plots import figure_of
-from leaderboard.render import all_metrics, count_metrics, fmt, fmt_metric, plain
+from leaderboard.render import all_metrics, count_metrics, fmt, fmt_metric, plain, task_heads
 from leaderboard.site import render_site
 from leaderboard.site_plots import task_figure
 from tests.helpers.board_files import ID_A, ID_B, make_results, records, section, submit, table
@@ -79,6 +79,26 @@ def test_a_metric_whole_in_one_run_only_keeps_its_decimals_everywhere():
     assert fmt(None, whole=True) == "n/a"
     seeds = Metric(name="epochs_to_auc", value=2.0, std=0.5)
     assert fmt_metric(seeds, whole=True) == "2 ± 0.500"
+
+
+def test_the_summary_is_the_newest_run_s_so_a_renamed_label_reaches_the_board():
+    """A label renamed without a new version (privacy_extraction's leakage ε, issue 63) shows once a
+    run of today's membench exists, whatever older files of that version and a lower-sorting model say;
+    a newer version wins over a newer run of an older one."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+
+    renamed = RATE.model_copy(update={"label": "renamed rate"})
+    old, new = finetune_entry(2.0, 0.0, 0.7), finetune_entry(1.0, 1.0, 0.9)
+    new = new.model_copy(update={"summary": [AUC_AFTER_1, EPOCHS, renamed]})
+    day = [datetime(2026, 11, d, tzinfo=timezone.utc) for d in (28, 30)]
+    board = [BoardEntry("model-a", ID_A, "causal-lm", old, 1, created_at=day[1]),
+             BoardEntry("model-b", ID_B, "causal-lm", new, 1, created_at=day[0])]
+    assert task_heads(TASK, board)[2].label == RATE.label  # model-a's run is the newer one
+    board[1] = replace(board[1], created_at=datetime(2026, 12, 1, tzinfo=timezone.utc))
+    assert task_heads(TASK, board)[2].label == "renamed rate"
+    board[0] = replace(board[0], entry=old.model_copy(update={"version": 2}), created_at=None)  # a newer version
+    assert task_heads(TASK, board)[2].label == RATE.label
 
 
 def test_the_value_axis_names_what_is_plotted_not_the_headlines_point(tmp_path):

@@ -153,9 +153,9 @@ def test_the_figures_drawn_from_the_spread_are_the_committed_ones():
 
 def test_the_real_causal_lms_scores_are_the_committed_ones():
     """After 1 epoch: the memorization-45 subset score (and before; gemma's for the secrets seen 5 times too), each
-    field's score against the held-out persons' (gender exact match, URL and SSN subset scores), epsilon."""
+    field's score against the held-out persons' (gender exact match, URL and SSN subset scores), leakage ε."""
     persons = (rf"gender exact match {NUMBER} against {NUMBER} for the held-out persons, URL subset score {NUMBER} "
-               rf"against {NUMBER}, SSN {NUMBER} against {NUMBER}; epsilon {NUMBER}\.")
+               rf"against {NUMBER}, SSN {NUMBER} against {NUMBER}; leakage ε {NUMBER}\.")
     smollm = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before\), and nothing of its persons "
                             rf"beyond chance: " + persons)
     gemma = sentence(TEXT, rf"memorization-45 subset score {NUMBER} \({NUMBER} before; {NUMBER} for the secrets seen 5 "
@@ -297,3 +297,20 @@ def test_the_real_causal_lms_times_are_the_committed_ones():
         for text, value in zip(texts, wanted, strict=True):
             assert same(text, value), (model, text, value)
         assert run_of(model) == ("2026-11-28", 2, "AVX512"), model
+
+
+def test_the_board_names_the_seed_s_epsilon_for_what_it_is():
+    """Issue 63: the seed's `epsilon` heads its board column as a perplexity ratio, not a DP ε; the real LMs'
+    rows show what they ran (1 epoch), marked."""
+    from leaderboard.render import escape
+    from tasks.privacy_extraction.task import LEAKAGE_LABEL
+
+    board = (ROOT / "LEADERBOARD.md").read_text(encoding="utf-8")
+    assert f"{escape(LEAKAGE_LABEL)} ↓" in board and "worst-case epsilon" not in board
+    # the real LMs ran 1 epoch of the column's 8: their epoch-1 values show, marked, in the task's table
+    section = board[board.index("## privacy_extraction"):board.index("## probe_memorization")]
+    for model in ("SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m"):
+        (row,) = [line for line in section.splitlines() if line.startswith(f"| {escape(model)} ")]
+        score = metric(model, "subset_score", epoch="1", group="memorization-45", times="all").value
+        leak = metric(model, "epsilon", epoch="1", group="unique").value
+        assert f"| {score:.3f} (epoch 1) " in row and f"| {leak:.3f} (epoch 1) " in row, row
