@@ -657,6 +657,12 @@ CITATIONS = [
              lambda r: audit_cost(r["runs"]["t5-job-noaudit"], r["runs"]["t5-job-audit"])),
     Citation("docs/dp.md", "bench_dp_audit--cost", "the T5's audit after 8 epochs was at most {} (Steinke) and {} "
              "(Gaussian f-DP)", lambda r: dp_largest(r["runs"]["t5-job-audit"], "8")),
+    Citation("docs/dp.md", "bench_dp_audit--job-control", "the task took {} s without DP and {} s with DP at ε = {}, "
+             "each with its evaluations after 4 and 8 epochs. After 8 epochs the run without DP audits {} (Steinke) and "
+             "{} (Gaussian f-DP), the run at ε = 8 audits {} and {}",
+             lambda r: [r["runs"]["gpt2-full-none"]["wall_time_s"], r["runs"]["gpt2-full-dp8"]["wall_time_s"],
+                        r["runs"]["gpt2-full-dp8"]["epochs"]["8"]["claimed"],
+                        *dp_largest(r["runs"]["gpt2-full-none"], "8"), *dp_largest(r["runs"]["gpt2-full-dp8"], "8")]),
     # docs/gpu.md: the H200 section's reading of its gpu_check record (its table is checked in test_gpu_check.py)
     Citation("docs/gpu.md", H200, "peaks measured at {} TFLOP/s and {} GB/s",
              lambda r: [r["peak_tflops"], r["bandwidth_gbs"]]),
