@@ -5,12 +5,25 @@ left out and why."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from harness.core.results import Headline, Metric
 from leaderboard.collect import BoardEntry
-from leaderboard.render import Text, better_in_words, changed_mark, entry_label, escape, limit_mark, number, task_heads
+from leaderboard.render import (
+    EPOCH_TAG,
+    Text,
+    better_in_words,
+    changed_mark,
+    entry_label,
+    epoch_reached,
+    escape,
+    has_metric,
+    limit_mark,
+    number,
+    task_heads,
+)
 
 LABEL_CHARS = 48  # a model name longer than this is cut with an ellipsis in a plot
 
@@ -41,6 +54,9 @@ class PlotData:
     series: list[tuple[BoardEntry, list[tuple[float, float]]]]
     metrics: list[Metric | None]
     title: str
+    # a plot `against` another key metric (`Headline.against`): that key metric, the x axis; each series is
+    # one point (x, y), x = inf for a run without it (drawn at the right edge, labelled by its `absent`)
+    versus: Headline | None = None
 
     def value_format(self) -> str:
         """How both plotters write a value: 3 decimals, or 3 significant digits on a log10 axis (a p-value of
@@ -49,6 +65,18 @@ class PlotData:
 
     def xs(self) -> list[float]:
         return sorted({x for _, points in self.series for x, _ in points})
+
+    def edge(self) -> float:
+        """A plot `against` another key metric: where its axes end, and a run without that one stands (x = inf):
+        a quarter beyond the largest finite value of either axis (at least 1), so the diagonal fits."""
+        finite = [v for _, points in self.series for point in points for v in point if math.isfinite(v)]
+        return 1.25 * max([1.0, *finite])
+
+    def versus_title(self) -> str:
+        """A plot against another key metric: its x axis, that key metric's label, and what its right edge means."""
+        label = self.versus.label if self.versus else self.head.against
+        edge = any(math.isinf(x) for x in self.xs())
+        return f"{label} (right edge: {self.versus.absent})" if edge and self.versus else label
 
     def axis_title(self) -> str:
         """The value axis: what is plotted (`quantity`) and its better direction."""
@@ -116,11 +144,13 @@ def note_prefix(head: Headline | None) -> str:
 
 
 def plot_caption(head: Headline, text: Text = escape) -> str:
-    """The line under a plot of its own of `head`: its label, better direction, and the log10 axis
-    and reference line where it has them."""
+    """The line under a plot of its own of `head`: its label, better direction, and the log10 axis,
+    reference line and the metric it is plotted against where it has them."""
     extras = [better_in_words(head)] + (["log10 axis"] if head.log_scale else [])
     if head.reference_line is not None:
         extras.append(f"dashed line at {head.reference_line:g}")
+    if head.against:
+        extras.append(f"against {text(head.against)}, dashed line y = x")
     return f"{text(head.label)} ({'; '.join(extras)})"
 
 
@@ -152,6 +182,39 @@ def _why_left_out(head: Headline | None, axis_tag: str | None, found: bool) -> s
             + (f" with a numeric {escape(axis_tag)} tag" if axis_tag else ""))
 
 
+def versus_data(task: str, board: list[BoardEntry], head: Headline) -> tuple[PlotData | None, str | None]:
+    """`plot_data` of a key metric plotted `against` another (`Headline.against`): per finished run one point,
+    its value of `head` (at the last epoch it reached, where it stopped short: `render.epoch_reached`) against
+    its value of the other key metric at the same epoch, or x = inf where it has none and that key metric
+    says what its absence means (`absent`, privacy_extraction's claimed ε: ∞ without DP)."""
+    finished = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
+    versus = next((h for h in task_heads(task, board) if h.metric == head.against), None)
+    series, metrics, left_out = [], [], []
+    for item in finished:
+        y_head = epoch_reached(item, head) or head
+        y = item.entry.headline_metric(y_head)
+        if y is None or y.value is None:
+            left_out.append((item, _why_left_out(head, None, False)))
+            continue
+        x_head = versus and versus.model_copy(update={"tags": {
+            **versus.tags, **{k: v for k, v in y_head.tags.items() if k == EPOCH_TAG and k in versus.tags}}})
+        x = item.entry.headline_metric(x_head) if x_head else None
+        if x is not None and x.value is not None:
+            series.append((item, [(x.value, y.value)]))
+        elif versus is not None and versus.absent and not has_metric(item.entry, versus):
+            series.append((item, [(math.inf, y.value)]))
+        else:
+            left_out.append((item, f"no value of {escape(head.against)} to plot it against"))
+            continue
+        metrics.append(y)
+    note = (f"{note_prefix(head)}: leaves out " + "; ".join(f"{entry_label(item)} ({why})" for item, why in left_out)
+            + ".") if left_out and series else None
+    if not series:
+        return None, (f"{note_prefix(head)}: none, no finished run has a value of {escape(head.metric)} to draw."
+                      if finished else None)
+    return PlotData(task, head, None, series, metrics, f"{task}: {head.label}", versus), note
+
+
 def plot_data(task: str, board: list[BoardEntry], head: Headline | None = None
               ) -> tuple[PlotData | None, str | None]:
     """The task's plot data (None when no finished run has a value to draw) and one markdown line
@@ -161,7 +224,10 @@ def plot_data(task: str, board: list[BoardEntry], head: Headline | None = None
     `head` None: the task's plot, of each finished run's own headline, along the first one's axis
     tag. `head` given (one of `extra_heads`): a plot of its own of that metric, of every finished run,
     its metrics that match `head`'s metric and fixed tags against its axis tag; the note then begins
-    `Plot of <label>`. On a log10 axis (`head.log_scale`) values <= 0 are left out, and said so."""
+    `Plot of <label>`. On a log10 axis (`head.log_scale`) values <= 0 are left out, and said so. A key metric
+    plotted `against` another: `versus_data`."""
+    if head is not None and head.against:
+        return versus_data(task, board, head)
     finished = [b for b in board if b.entry.name == task and b.entry.status == "ok"]
     shown = head or next((b.entry.headline for b in finished if b.entry.headline), None)
     axis_tag = axis_tag_of(shown) if shown else None

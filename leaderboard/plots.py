@@ -132,8 +132,35 @@ def line_figure(data: PlotData) -> Figure:
     return figure
 
 
+def versus_figure(data: PlotData) -> Figure:
+    """A key metric against another (`Headline.against`): a point per model, the dashed diagonal y = x (a
+    bound on or below it holds its claim), a run without the other one at the right edge, its tick labelled
+    by that key metric's `absent` (∞); the legend to the right, as a line plot's."""
+    columns = max(1, math.ceil(len(data.series) / LEGEND_ROWS))
+    height = max(4.0, 1.2 + BAR_INCHES * math.ceil(len(data.series) / columns))
+    figure = plt.figure(figsize=(6.0 + 3.2 * columns, height), dpi=FIGURE["dpi"])
+    axes = figure.add_axes((0.08, 0.12, 5.0 / (6.0 + 3.2 * columns), 0.8))
+    edge = data.edge()
+    axes.plot([0, edge], [0, edge], color="#555", linestyle="--", linewidth=1, label="y = x")
+    colours = plt.get_cmap("tab10").colors
+    for k, (item, [(x, y)]) in enumerate(data.top_down()):
+        axes.scatter([edge if math.isinf(x) else x], [y], color=colours[k % 10], marker="os^Dv"[(k // 10) % 5],
+                     s=30, label=model_label(item), zorder=3)
+    axes.set_xlim(0, edge * 1.05)
+    if any(math.isinf(x) for x in data.xs()) and data.versus is not None:
+        ticks = [t for t in axes.get_xticks() if 0 <= t < edge * 0.9]
+        axes.set_xticks([*ticks, edge], [f"{t:g}" for t in ticks] + [data.versus.absent])
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel(data.versus_title())
+    axes.set_ylabel(data.axis_title())
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7, ncols=columns,
+                frameon=False)
+    return figure
+
+
 def figure_of(data: PlotData) -> Figure:
-    figure = line_figure(data) if data.axis_tag else bar_figure(data)
+    figure = versus_figure(data) if data.versus else line_figure(data) if data.axis_tag else bar_figure(data)
     figure.axes[0].set_title(data.title)
     return figure
 

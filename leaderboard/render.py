@@ -175,7 +175,7 @@ def headline_value(item: BoardEntry, head: Headline | None = None, interval: boo
     reached = epoch_reached(item, shown)
     metric = entry.headline_metric(reached or shown)
     if metric is None:
-        return "n/a"
+        return shown.absent if shown is not None and shown.absent and not has_metric(entry, shown) else "n/a"
     whole = (entry.name, metric.name) in counts or (shown is not None and shown.count)
     value = fmt_metric(metric, interval, whole)
     return value if reached is None else f"{value} {short_mark(reached)}"
@@ -188,6 +188,12 @@ def number(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return parsed if math.isfinite(parsed) else None
+
+
+def has_metric(entry, head: Headline) -> bool:
+    """True when `entry` has any metric of `head`'s name, at whatever tags: then a missing value of it is n/a
+    (not measured there), never `head.absent` (the metric's absence as its value)."""
+    return any(m.name == head.metric for m in entry.metrics)
 
 
 EPOCH_TAG = "epoch"  # the tag of a metric measured after so many epochs of fine-tuning (privacy, finetune)
@@ -230,14 +236,20 @@ NEVER = datetime.min.replace(tzinfo=timezone.utc)  # the creation time of an ent
 
 
 def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
-    """A task's key metrics: the `summary` of its newest version's newest run, else its headline. The
-    newest run names them as the task does today: a label renamed without a new version (the board's
-    words, not what was computed) reaches the board with the next run, whatever older files say."""
+    """A task's key metrics: the `summary` of its newest version's newest run, then each key metric that
+    another run of that version names beyond it (newest first; a summary can depend on a run's settings:
+    privacy_extraction's audited and claimed ε are key metrics of the runs that audit or claim); else its
+    headline. The newest run names them as the task does today: a label renamed without a new version
+    (the board's words, not what was computed) reaches the board with the next run, whatever older files say."""
     items = sorted((b for b in board if b.entry.name == task),
                    key=lambda b: (b.entry.version, b.created_at or NEVER), reverse=True)
-    summary = next((b.entry.summary for b in items if b.entry.summary), None)
-    if summary:
-        return list(summary)
+    with_summary = [b for b in items if b.entry.summary]
+    if with_summary:
+        heads = list(with_summary[0].entry.summary)
+        for item in (b for b in with_summary[1:] if b.entry.version == with_summary[0].entry.version):
+            named = {(h.metric, tuple(sorted(h.tags.items()))) for h in heads}
+            heads += [h for h in item.entry.summary if (h.metric, tuple(sorted(h.tags.items()))) not in named]
+        return heads
     return next(([b.entry.headline] for b in items if b.entry.headline), [])
 
 

@@ -91,6 +91,28 @@ def _lines(data: PlotData) -> go.Figure:
     return figure
 
 
+def _versus(data: PlotData) -> go.Figure:
+    """A key metric against another (`Headline.against`): a point per model, the dashed diagonal y = x, a run
+    without the other one at the right edge, its tick labelled by that key metric's `absent` (∞)."""
+    edge = data.edge()
+    figure = go.Figure(go.Scatter(x=[0, edge], y=[0, edge], mode="lines", name="y = x", hoverinfo="skip",
+                                  line={"dash": "dash", "color": "#555"}))
+    digits = data.value_format()
+    for item, [(x, y)] in data.top_down():
+        shown = f"{x:{digits}}" if math.isfinite(x) else data.versus.absent
+        figure.add_trace(go.Scatter(x=[edge if math.isinf(x) else x], y=[y], mode="markers", name=_label(item),
+                                    hovertemplate=f"%{{fullData.name}}<br>{html.escape(shown, quote=False)}: "
+                                    f"%{{y:{digits}}}<extra></extra>"))
+    if any(math.isinf(x) for x in data.xs()):
+        ticks = [edge * k / 4 for k in range(4)]
+        figure.update_xaxes(tickvals=[*ticks, edge], ticktext=[f"{t:.3g}" for t in ticks] + [data.versus.absent])
+    figure.update_xaxes(title=html.escape(data.versus_title(), quote=False), range=[0, edge * 1.05])
+    figure.update_layout(height=420 + 18 * max(0, len(data.series) - 12),
+                         yaxis_title=html.escape(data.axis_title(), quote=False),
+                         legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left"})
+    return figure
+
+
 def task_figure(task: str, board: list[BoardEntry], head: Headline | None = None) -> tuple[dict | None, str | None]:
     """The task's plotly figure as JSON-ready data (None when nothing can be drawn) and the note that
     says which finished runs it leaves out. `head`: the figure of its own of that key metric
@@ -98,7 +120,7 @@ def task_figure(task: str, board: list[BoardEntry], head: Headline | None = None
     data, note = plot_data(task, board, head)
     if data is None:
         return None, note
-    figure = _lines(data) if data.axis_tag else _bars(data)
+    figure = _versus(data) if data.versus else _lines(data) if data.axis_tag else _bars(data)
     figure.update_layout(template="none", title=html.escape(data.title, quote=False),
                          margin={"l": 10, "r": 10, "t": 40})
     figure.update_yaxes(automargin=True)

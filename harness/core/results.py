@@ -98,6 +98,14 @@ class Headline(_Strict):
     - `reference_line`: a dashed line across that plot's value axis at this value (e.g. a test's
       level alpha = 0.05); positive where `log_scale` is set. None: no line.
     - `count`: the metric is a count (epochs, ranks): shown without decimals where it is whole.
+    - `absent`: what the boards show for a finished run without this metric, instead of n/a, where its
+      absence is itself the value (privacy_extraction's claimed ε: `∞`, a run without DP claims none).
+      None: n/a.
+    - `against`: with `plot`, its plot of its own draws one point per run: this metric's value against the
+      run's value of the key metric of the same summary whose metric is `against`, in the same units, with
+      the diagonal y = x (a bound against a claim: privacy_extraction's audited ε against the claimed ε). A
+      run without a value of that one stands at the right edge, labelled by its `absent`. None: against the
+      metric's numeric tag, as every other plot.
     """
 
     metric: str
@@ -109,6 +117,8 @@ class Headline(_Strict):
     log_scale: bool = False
     reference_line: float | None = None
     count: bool = False
+    absent: str | None = None
+    against: str | None = None
 
     @model_validator(mode="after")
     def _ideal_given(self) -> "Headline":
@@ -120,6 +130,12 @@ class Headline(_Strict):
     def _reference_line_drawable(self) -> "Headline":
         if self.log_scale and self.reference_line is not None and self.reference_line <= 0:
             raise ValueError("a reference_line on a log10 axis (log_scale) must be above 0")
+        return self
+
+    @model_validator(mode="after")
+    def _against_is_a_plot_of_another_metric(self) -> "Headline":
+        if self.against is not None and (not self.plot or self.log_scale or self.against == self.metric):
+            raise ValueError("`against` needs `plot`, a linear value axis, and another metric than its own")
         return self
 
     @model_serializer(mode="wrap")
@@ -136,7 +152,8 @@ class Headline(_Strict):
 
 
 # The display settings of a headline at their defaults, which the file leaves out.
-_DISPLAY_DEFAULTS = {"plot": False, "log_scale": False, "reference_line": None, "count": False}
+_DISPLAY_DEFAULTS = {"plot": False, "log_scale": False, "reference_line": None, "count": False, "absent": None,
+                     "against": None}
 
 TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 

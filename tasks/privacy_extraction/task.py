@@ -393,6 +393,23 @@ class PrivacyExtraction(Task):
                         label="memorization-45 (100, 0.5)-extractable, 8 epochs", better="lower"))
     Config = PrivacyConfig
 
+    def headlines(self, config: PrivacyConfig) -> tuple[Headline, tuple[Headline, ...]]:
+        """`SUMMARY`, and for a run that audits (`--audit-canaries`) or trains with DP (`--dp-epsilon`) the
+        audited ε (Steinke et al.'s bound, valid for any DP mechanism, at the run's confidence) beside the
+        claimed ε, both after 8 epochs; a run without DP shows its claim as ∞ (`Headline.absent`), and the
+        boards plot audited against claimed ε with the diagonal (`Headline.against`). The board gives the union
+        of its runs' key metrics (`leaderboard.render.task_heads`): a run without the audit reads n/a there."""
+        extra = []
+        if config.audit_canaries:
+            extra.append(Headline(metric="audited_epsilon", tags={"epoch": "8", "group": CANARIES, "bound": "steinke",
+                                                                  "confidence": f"{config.audit_confidence:g}"},
+                                  label=f"audited ε ({config.audit_confidence * 100:g}%, Steinke et al.), 8 epochs",
+                                  better="lower", plot=True, against="claimed_epsilon"))
+        if config.audit_canaries or config.dp_epsilon is not None:
+            extra.append(Headline(metric="claimed_epsilon", tags={"epoch": "8"}, label="claimed DP ε, 8 epochs",
+                                  better="lower", absent="∞"))
+        return self.HEADLINE, self.SUMMARY + tuple(extra)
+
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:
         """The secrets; with `--limit N` (a test run) at most N unique strings, N persons, N held-out
         persons and N canaries (the first of the full run's), and the first ⌈N/5⌉ memorization-45 strings of

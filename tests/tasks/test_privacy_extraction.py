@@ -413,6 +413,17 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     assert record["delta"] == audit["delta"] == entry["info"]["dp"]["delta"] == 1e-5
     assert record["noise_multiplier"] > 0 and record["epsilon_spent"] <= 8.0
     assert "audit_canaries" in entry["config"] and "dp_epsilon" in entry["config"]
+    # the board: the audited ε beside the claimed one, after the 1 epoch this run reached (marked)
+    heads = {head["metric"]: head["label"] for head in entry["summary"]}
+    assert heads["audited_epsilon"] == "audited ε (95%, Steinke et al.), 8 epochs"
+    assert heads["claimed_epsilon"] == "claimed DP ε, 8 epochs"
+    from leaderboard.build import render_markdown
+    from tests.helpers.board_files import records, section, table
+
+    markdown, _ = render_markdown(tmp_path / "dp")
+    [row] = records(table(section(markdown, "## privacy_extraction")))
+    assert row["claimed DP ε, 8 epochs ↓"] == "8 (epoch 1)"  # whole in every run on this board: no decimals
+    assert row["audited ε \\(95%, Steinke et al.\\), 8 epochs ↓"] == f"{bounds['steinke']:.3f} (epoch 1)"
 
 
 def test_without_the_audit_or_dp_the_config_is_what_it_was(tmp_path):

@@ -45,15 +45,15 @@ PHRASES: dict[str, list[tuple[str, list[tuple[str, dict[str, str], str]]]]] = {
                          [("auc", {"score": "min_k_20", "length": "128"}, field)
                           for field in ("value", "ci_low", "ci_high")])],
     "privacy_extraction": [
-        (rf"after 1 epoch: memorization-45 subset score {NUM} \({NUM} before\), epsilon {NUM}",
+        (rf"after 1 epoch: memorization-45 subset score {NUM} \({NUM} before\), leakage ε {NUM}",
          [("subset_score", {"group": "memorization-45", "times": "all", "epoch": "1"}, "value"),
           ("subset_score", {"group": "memorization-45", "times": "all", "epoch": "0"}, "value"),
           ("epsilon", {"group": "unique", "epoch": "1"}, "value")]),
         (r"memorization-45 mean p_z (\d[\d.]*(?:e-?\d+)?) \((\d[\d.]*(?:e-?\d+)?) before\)",
          [("pz_mean", {"group": "memorization-45", "times": "all", "epoch": "1"}, "value"),
           ("pz_mean", {"group": "memorization-45", "times": "all", "epoch": "0"}, "value")]),
-        # the headline's epoch, 8, is checked by `test_a_headline_said_na_is_absent`
-        (r"headline \(8 epochs\) n/a", [])],
+        # the headline's epoch, 8, and the board's mark are checked by `test_a_headline_not_reached_is_marked`
+        (r"headline \(8 epochs\) not reached: the board shows epoch 1's, marked `\(epoch 1\)`", [])],
     "finetune_memorization": [
         (rf"Min-K% 20% AUC {NUM} before training, {NUM} after 1 epoch, {NUM} after 2, {NUM} after 4; "
          rf"{NUM} trained on the non-members",
@@ -197,14 +197,21 @@ def test_every_figure_of_the_headline_cell_is_the_committed_one(row):
         assert auc.ci_low <= 0.5 <= auc.ci_high
 
 
-@pytest.mark.parametrize("row", [row for row in ROWS if "n/a" in row["headline"]], ids=row_id)
-def test_a_headline_said_na_is_absent(row):
-    """'headline (8 epochs) n/a': the entry has no headline value; its headline is the 8-epoch one."""
+@pytest.mark.parametrize("row", [row for row in ROWS if "not reached" in row["headline"]], ids=row_id)
+def test_a_headline_not_reached_is_marked(row):
+    """'headline (8 epochs) not reached: the board shows epoch N's, marked `(epoch N)`': the entry has no value
+    at its headline's epoch, and the board's cell is its value after epoch N, marked (`render.epoch_reached`)."""
+    from leaderboard.collect import BoardEntry
+    from leaderboard.render import epoch_reached
+
     entry = entry_of(row)
-    said = re.search(r"headline \((\d+) epochs\) n/a", row["headline"])
+    said = re.search(r"headline \((\d+) epochs\) not reached: the board shows epoch (\d+)'s, marked `\(epoch (\d+)\)`",
+                     row["headline"])
     assert said and entry.headline is not None and entry.headline.tags.get("epoch") == said.group(1)
     head = entry.headline_metric()
     assert head is None or head.value is None
+    reached = epoch_reached(BoardEntry("m", "0" * 64, "causal-lm", entry, 1), entry.headline)
+    assert reached is not None and reached.tags["epoch"] == said.group(2) == said.group(3)
 
 
 def setting_text(value) -> str:
