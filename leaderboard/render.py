@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from scipy.stats import kendalltau
 from tabulate import tabulate
 
-from harness.core.results import Headline, Metric
+from harness.core.results import Headline, Metric, TaskEntry
 from leaderboard.collect import BoardEntry
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
@@ -190,7 +190,7 @@ def number(value: str | None) -> float | None:
     return parsed if math.isfinite(parsed) else None
 
 
-def has_metric(entry, head: Headline) -> bool:
+def has_metric(entry: TaskEntry, head: Headline) -> bool:
     """True when `entry` has any metric of `head`'s name, at whatever tags: then a missing value of it is n/a
     (not measured there), never `head.absent` (the metric's absence as its value)."""
     return any(m.name == head.metric for m in entry.metrics)
