@@ -19,9 +19,10 @@ from leaderboard.render import (
     entry_label,
     epoch_reached,
     escape,
-    has_metric,
     limit_mark,
     number,
+    points_along,
+    shows_absent,
     task_heads,
 )
 
@@ -154,22 +155,6 @@ def plot_caption(head: Headline, text: Text = escape) -> str:
     return f"{text(head.label)} ({'; '.join(extras)})"
 
 
-def _points(metrics: list[Metric], head: Headline, axis_tag: str | None) -> list[tuple[float, Metric]]:
-    """(axis tag value, metric) of each of `metrics` that `head` names, whatever the axis tag,
-    sorted by the tag value; metrics without a value, or without a numeric axis tag, are left out.
-    Without an axis tag every point is at 0."""
-    fixed = {k: v for k, v in head.tags.items() if k != axis_tag}
-    points = []
-    for metric in metrics:
-        if metric.name != head.metric or metric.value is None:
-            continue
-        if all(metric.tags.get(k) == v for k, v in fixed.items()):
-            x = number(metric.tags.get(axis_tag)) if axis_tag else 0.0
-            if x is not None:
-                points.append((x, metric))
-    return sorted(points, key=lambda point: (point[0], point[1].value))
-
-
 def _why_left_out(head: Headline | None, axis_tag: str | None, found: bool) -> str:
     """Why a finished run draws no point: no headline, no value of `head`'s metric, or (`found`:
     values it has) none above 0 for a log10 axis."""
@@ -201,7 +186,7 @@ def versus_data(task: str, board: list[BoardEntry], head: Headline) -> tuple[Plo
         x = item.entry.headline_metric(x_head) if x_head else None
         if x is not None and x.value is not None:
             series.append((item, [(x.value, y.value)]))
-        elif versus is not None and versus.absent and not has_metric(item.entry, versus):
+        elif versus is not None and shows_absent(item.entry, versus):
             series.append((item, [(math.inf, y.value)]))
         else:
             left_out.append((item, f"no value of {escape(head.against)} to plot it against"))
@@ -235,7 +220,7 @@ def plot_data(task: str, board: list[BoardEntry], head: Headline | None = None
     rows = []  # (run, the headline drawn of it, its points, those drawn: above 0 on a log10 axis)
     for item in finished:
         own = head or item.entry.headline
-        points = _points(item.entry.metrics, own, axis_tag) if own else []
+        points = points_along(item.entry.metrics, own, axis_tag) if own else []
         rows.append((item, own, points, [(x, m) for x, m in points if not log or m.value > 0]))
     drawn = [(item, kept) for item, _, _, kept in rows if kept]
     left_out = [(item, _why_left_out(own, axis_tag, bool(points))) for item, own, points, kept in rows if not kept]

@@ -175,7 +175,7 @@ def headline_value(item: BoardEntry, head: Headline | None = None, interval: boo
     reached = epoch_reached(item, shown)
     metric = entry.headline_metric(reached or shown)
     if metric is None:
-        return shown.absent if shown is not None and shown.absent and not has_metric(entry, shown) else "n/a"
+        return shown.absent if shows_absent(entry, shown) else "n/a"
     whole = (entry.name, metric.name) in counts or (shown is not None and shown.count)
     value = fmt_metric(metric, interval, whole)
     return value if reached is None else f"{value} {short_mark(reached)}"
@@ -190,10 +190,26 @@ def number(value: str | None) -> float | None:
     return parsed if math.isfinite(parsed) else None
 
 
-def has_metric(entry: TaskEntry, head: Headline) -> bool:
-    """True when `entry` has any metric of `head`'s name, at whatever tags: then a missing value of it is n/a
-    (not measured there), never `head.absent` (the metric's absence as its value)."""
-    return any(m.name == head.metric for m in entry.metrics)
+def shows_absent(entry: TaskEntry, head: Headline | None) -> bool:
+    """True when `entry`'s missing value of `head` reads as `head.absent` (∞ for a claim no DP run made): `head`
+    has one and `entry` has no metric of its name at any tags; where it has one elsewhere, the gap is n/a."""
+    return head is not None and bool(head.absent) and not any(m.name == head.metric for m in entry.metrics)
+
+
+def points_along(metrics: list[Metric], head: Headline, axis_tag: str | None) -> list[tuple[float, Metric]]:
+    """(axis tag value, metric) of each of `metrics` that `head` names, whatever the axis tag,
+    sorted by the tag value; metrics without a value, or without a numeric axis tag, are left out.
+    Without an axis tag every point is at 0."""
+    fixed = {k: v for k, v in head.tags.items() if k != axis_tag}
+    points = []
+    for metric in metrics:
+        if metric.name != head.metric or metric.value is None:
+            continue
+        if all(metric.tags.get(k) == v for k, v in fixed.items()):
+            x = number(metric.tags.get(axis_tag)) if axis_tag else 0.0
+            if x is not None:
+                points.append((x, metric))
+    return sorted(points, key=lambda point: (point[0], point[1].value))
 
 
 EPOCH_TAG = "epoch"  # the tag of a metric measured after so many epochs of fine-tuning (privacy, finetune)
@@ -208,13 +224,11 @@ def epoch_reached(item: BoardEntry, head: Headline | None) -> Headline | None:
     if head is None or EPOCH_TAG not in head.tags or item.entry.headline_metric(head) is not None:
         return None
     wanted = number(head.tags[EPOCH_TAG])
-    others = {k: v for k, v in head.tags.items() if k != EPOCH_TAG}
-    shorter = [(number(m.tags.get(EPOCH_TAG)), m.tags.get(EPOCH_TAG)) for m in item.entry.metrics
-               if m.name == head.metric and m.value is not None and all(m.tags.get(k) == v for k, v in others.items())]
-    shorter = [(e, tag) for e, tag in shorter if e is not None and wanted is not None and 1 <= e < wanted]
+    shorter = [metric for epoch, metric in points_along(item.entry.metrics, head, EPOCH_TAG)
+               if wanted is not None and 1 <= epoch < wanted]  # sorted by epoch: the last reached is last
     if not shorter:
         return None
-    return head.model_copy(update={"tags": {**head.tags, EPOCH_TAG: max(shorter)[1]}})
+    return head.model_copy(update={"tags": {**head.tags, EPOCH_TAG: shorter[-1].tags[EPOCH_TAG]}})
 
 
 def short_mark(reached: Headline) -> str:
@@ -235,6 +249,11 @@ def short_runs(items: list[BoardEntry], heads: list[Headline | None]) -> bool:
 NEVER = datetime.min.replace(tzinfo=timezone.utc)  # the creation time of an entry that records none
 
 
+def head_key(head: Headline) -> tuple:
+    """What a key metric measures (its metric and tags; not its label or display settings)."""
+    return head.metric, tuple(sorted(head.tags.items()))
+
+
 def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
     """A task's key metrics: the `summary` of its newest version's newest run, then each key metric that
     another run of that version names beyond it (newest first; a summary can depend on a run's settings:
@@ -246,9 +265,11 @@ def task_heads(task: str, board: list[BoardEntry]) -> list[Headline]:
     with_summary = [b for b in items if b.entry.summary]
     if with_summary:
         heads = list(with_summary[0].entry.summary)
+        named = {head_key(h) for h in heads}
         for item in (b for b in with_summary[1:] if b.entry.version == with_summary[0].entry.version):
-            named = {(h.metric, tuple(sorted(h.tags.items()))) for h in heads}
-            heads += [h for h in item.entry.summary if (h.metric, tuple(sorted(h.tags.items()))) not in named]
+            beyond = [h for h in item.entry.summary if head_key(h) not in named]
+            heads += beyond
+            named |= {head_key(h) for h in beyond}
         return heads
     return next(([b.entry.headline] for b in items if b.entry.headline), [])
 

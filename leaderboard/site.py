@@ -166,17 +166,17 @@ def render_site(submissions: Path) -> dict[str, bytes]:
          null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"]) else None,
          short_legend=SHORT_LEGEND if short_runs(board, [None]) else None)
     for task in tasks:
+        key_metrics = task_heads(task, board)
         figure, plot_note = task_figure(task, board)
         page(f"tasks/{task}.html", "task.html", title=task, task=task, card=card_html(task),
-             head=heads[task], better=better_in_words, heads=task_heads(task, board),
+             head=heads[task], better=better_in_words, heads=key_metrics,
              summary=task_summary(task, board, groups, page_of), full=all_metrics(task, board, plain),
              agreement=agreement(task, board, plain),
              skipped=skipped_notes(task, board, plain) + warning_notes(task, board, plain),
              figure=figure, plot_note=plot_note, extras=extra_figures(task, board),
              changed=changed_notes([b for b in groups["real"] if b.entry.name == task], plain, task=False),
              null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"] if b.entry.name == task) else None,
-             short_legend=SHORT_LEGEND if short_runs([b for b in board if b.entry.name == task],
-                                                     task_heads(task, board)) else None)
+             short_legend=SHORT_LEGEND if short_runs([b for b in board if b.entry.name == task], key_metrics) else None)
     for model in models:
         page(f"models/{model.slug}.html", "model.html", title=model.label, model=model, json=_json,
              fmt=fmt, fmt_metric=fmt_metric, headline_value=headline_value, counts=counts, better=better_in_words,
