@@ -124,36 +124,31 @@ def read_regular_file(path: Path, max_bytes: int, what: str = "file") -> bytes:
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
-    """A `UserError` unless `folder` is, or can be made, a folder this process can write files in:
-    checked before any work by creating it (and its missing parents) and a temporary file in it,
-    which are all removed again. `what` names the setting in the message (`--output-path DIR`)."""
+    """A `UserError` unless `folder` is, or can be made, a folder this process can write files in,
+    checked before any work without creating it: a probe of a name no other process uses (a temporary
+    file in `folder` when it exists, else a temporary folder in its nearest existing parent) is made and
+    removed again. The folders themselves are made when the first file is written (`atomic_write_bytes`),
+    so two runs started at once with the same new folder both pass this check and neither removes a folder
+    the other is about to write into. `what` names the setting in the message (`--output-path DIR`)."""
     folder = Path(folder)
-    missing, existing = [], folder
+    existing = folder
     while not os.path.lexists(existing) and existing != existing.parent:
-        missing.append(existing)
         existing = existing.parent
     if os.path.lexists(existing) and not existing.is_dir():
         raise UserError(f"{what}: {existing} is not a folder")
-    created = []
-    try:
-        for step in reversed(missing):
-            try:
-                step.mkdir()
-            except OSError as err:
-                raise UserError(f"{what}: cannot create the folder {step}: {_strerror(err)}") from None
-            created.append(step)
+    if existing == folder:
         try:
             fd, probe = tempfile.mkstemp(dir=folder, prefix=".membench-write-test-")
         except OSError as err:
             raise UserError(f"{what}: cannot write in {folder}: {_strerror(err)}") from None
         os.close(fd)
         os.unlink(probe)
-    finally:
-        for step in reversed(created):
-            try:
-                step.rmdir()
-            except OSError:
-                pass
+        return
+    try:
+        probe = tempfile.mkdtemp(dir=existing, prefix=".membench-write-test-")
+    except OSError as err:
+        raise UserError(f"{what}: cannot create the folder {folder}: {_strerror(err)} in {existing}") from None
+    os.rmdir(probe)
 
 
 @functools.cache

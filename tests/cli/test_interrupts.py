@@ -225,6 +225,51 @@ def test_two_processes_publish_one_folder_at_once(tmp_path):
         assert sorted(p.name for p in target.parent.iterdir()) == ["model"]
 
 
+EVALUATE_RACER = '''
+import sys, time
+from pathlib import Path
+from harness.app.cli import main
+from harness.core.io import atomic_write_text, check_writable_folder
+import harness.run.runner  # noqa: F401  (imported before the start: both runs reach the check together)
+go, stress, me, argv = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
+while not go.exists():
+    time.sleep(0.001)
+for i in range(100):  # the check itself, many times over new folders the other process checks too
+    folder = stress / str(i) / "out"
+    check_writable_folder(folder, f"--output-path {folder}")
+    atomic_write_text(folder / f"{me}.txt", me)
+sys.exit(main(argv))
+'''
+
+
+def test_two_runs_into_one_new_output_folder_both_succeed(tmp_path, tiny_lm):
+    """Issue 76: two `membench evaluate` started at once with the same new `--output-path` and one cache both
+    exit 0 with their results files there: the folder check makes nothing it removes again, so neither run
+    fails on the other's folder ("file exists") or removes it. Before, each check created the missing folders
+    and removed them after its probe."""
+    from conftest import write_jsonl
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MEMBENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1",
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    data = write_jsonl(tmp_path / "data.jsonl", [{"text": f"{word} went to the market on a sunny day", "label": i % 2}
+                                                 for i, word in enumerate(["alpha", "bravo", "charlie", "delta"])])
+    out, go, stress = tmp_path / "new" / "out", tmp_path / "go", tmp_path / "stress"
+    racers = [subprocess.Popen([sys.executable, "-c", EVALUATE_RACER, str(go), str(stress), name, "evaluate",
+                                "--model", str(tiny_lm), "--tasks", "mink_membership", "--data", str(data),
+                                "--lengths", "1,2", "--bootstrap-resamples", str(resamples), "--device", "cpu",
+                                "--output-path", str(out)], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for name, resamples in (("a", 20), ("b", 21))]
+    time.sleep(1.0)
+    go.touch()
+    done = [racer.communicate(timeout=300) for racer in racers]
+    assert [racer.returncode for racer in racers] == [0, 0], [err[-2000:] for _, err in done]
+    written = sorted(out.glob("*.json"))
+    assert len(written) == 2 and {Path(o.strip().splitlines()[-1]).resolve() for o, _ in done} == {
+        p.resolve() for p in written}
+    assert all(sorted(p.name for p in (stress / str(i) / "out").iterdir()) == ["a.txt", "b.txt"] for i in range(100))
+    assert not list(tmp_path.rglob(".membench-write-test-*"))  # the probes are gone
+
+
 def test_a_wheel_folder_extracted_meanwhile_by_another_job_is_used(tmp_path, monkeypatch):
     from harness.files import sources as data
 
