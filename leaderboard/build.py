@@ -91,12 +91,11 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         card = task_card(task, [b.entry.info.get("task_card") for b in board if b.entry.name == task])
         parts += ["", f"## {task}", "", f"Task card: [{card}]({card})"]
         png, plot_note = task_plot(task, board)
+        main = []
         if png:
             plots[f"{task}.png"] = png
-            parts += ["", f"![{task}]({PLOTS_FOLDER}/{task}.png)"]
-        if plot_note:
-            parts += ["", plot_note]
-        parts += extra_plot_lines(task, board, plots)
+            main = [f"![{task}]({PLOTS_FOLDER}/{task}.png)"]
+        parts += plot_lines(main, plot_note, extra_plots(task, board, plots))
         parts += task_summaries(task, board, groups)
         if any(b.null_control for b in groups["real"] if b.entry.name == task):
             parts += ["", NULL_LEGEND]
@@ -135,12 +134,10 @@ def extra_plot_names(task: str, heads: list[Headline]) -> list[str]:
     return names
 
 
-def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[str]:
-    """The task's plots of its own key metrics flagged `plot` (`plot_data.extra_heads`), as markdown
-    lines to append under its main plot, in one paragraph however many there are (the board stays
-    short): their images side by side, then their caption (`plot_caption`; with several, "From left: "
-    and theirs in order) and the note of each plot that leaves something out, all on one line (as
-    markdown renders them); the PNGs go into `plots` (file name -> bytes)."""
+def extra_plots(task: str, board: list, plots: dict[str, bytes]) -> tuple[list[str], list[str], list[str]]:
+    """The task's plots of its own key metrics flagged `plot` (`plot_data.extra_heads`): their markdown
+    images, their captions (`plot_caption`) and the notes of those that leave something out; the PNGs go
+    into `plots` (file name -> bytes)."""
     heads = extra_heads(task, board)
     images, captions, notes = [], [], []
     for name, head in zip(extra_plot_names(task, heads), heads):
@@ -151,10 +148,20 @@ def extra_plot_lines(task: str, board: list, plots: dict[str, bytes]) -> list[st
             captions.append(plot_caption(head))
         if note:
             notes.append(note)
-    caption = captions[0] if len(captions) == 1 else "From left: " + "; ".join(captions)
-    paragraph = ([" ".join(images), caption] if images else []) + notes
-    # one line: a paragraph's lines render joined by spaces anyway, and the board stays short
-    return ["", " ".join(paragraph)] if paragraph else []
+    return images, captions, notes
+
+
+def plot_lines(main: list[str], main_note: str | None, extra: tuple[list[str], list[str], list[str]]) -> list[str]:
+    """A task's plots as markdown lines to append: one paragraph on one line (a paragraph's lines render
+    joined by spaces anyway, and the board stays short) with the main plot's image, the extra plots'
+    (`extra_plots`) beside it, their caption (after the main plot "Beside it: ", with several "from left")
+    and their notes; then the main plot's note (`Plot: ...`), a paragraph of its own."""
+    images, captions, notes = extra
+    lead = ("Beside it" if main else "") + (", from left" if main and len(captions) > 1 else
+                                            "From left" if len(captions) > 1 else "")
+    caption = ((f"{lead}: " if lead else "") + "; ".join(captions)) if captions else ""
+    paragraph = ([" ".join(main + images)] if main or images else []) + [text for text in (caption, *notes) if text]
+    return (["", " ".join(paragraph)] if paragraph else []) + (["", main_note] if main_note else [])
 
 
 def changed_lines(items: list, task: bool = True, short: bool = False) -> list[str]:

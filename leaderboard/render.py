@@ -62,8 +62,11 @@ def fmt(value: float | None, whole: bool = False) -> str:
 def fmt_metric(metric: Metric, interval: bool = False, whole: bool = False) -> str:
     """A metric's value (without decimals when `whole`: a count, `count_metrics`), as `mean ± std`
     when it carries its spread over seeds (`std`), followed by its interval `[low, high]` when
-    `interval` and it has one."""
+    `interval` and it has one; `≥ value` when the value reached the most its measurement could show
+    (`Metric.ceiling`: an audit whose every guess was right)."""
     cell = fmt(metric.value, whole)
+    if metric.at_ceiling:
+        cell = f"≥ {cell}"
     if metric.std is not None and metric.value is not None:
         cell += f" ± {fmt(metric.std)}"
     if interval and metric.ci_low is not None:

@@ -170,6 +170,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
+    if args.reference_command == "dp-control":
+        return cmd_dp_control(args)
     from harness.app.job import build_reported, shipped_comparison
     from harness.core.io import check_writable_cache, check_writable_folder
     from harness.reference.build import checkpoint_folders
@@ -225,6 +227,22 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dp_control(args: argparse.Namespace) -> int:
+    """`membench reference dp-control`: the pair's results files, then their expectations checked on them."""
+    from harness.app.dp_control import run_dp_controls
+    from harness.reference.controls import DP_CONTROL_EXPECTATIONS, committed_report
+
+    written = run_dp_controls(args.submissions, args.device)
+    for path, _ in written:
+        print(path)
+    table, failed = committed_report([results for _, results in written], DP_CONTROL_EXPECTATIONS)
+    print(f"\n{table}")
+    for expectation in failed:
+        print(f"membench: error: control failed: {expectation.task}: {expectation.describe()} "
+              f"({expectation.why})", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.app.job import run_reference_job
 
@@ -245,10 +263,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     table, real_failed = outcome.real_models
     print("\nreal-model controls: their committed submissions (`membench evaluate`; not scored by this job)\n")
     print(table)
-    for expectation in report.failed + real_failed:
+    table, dp_failed = outcome.dp_controls
+    print("\nDP controls: their committed submissions (`membench reference dp-control`; not run by this job)\n")
+    print(table)
+    failed = report.failed + real_failed + dp_failed
+    for expectation in failed:
         print(f"membench: error: control failed: {expectation.task}: {expectation.describe()} "
               f"({expectation.why})", file=sys.stderr)
-    return 1 if report.failed or real_failed else 0
+    return 1 if failed else 0
 
 
 COMMANDS = {"evaluate": cmd_evaluate, "export-lm-eval": cmd_export_lm_eval, "import-lm-eval": cmd_import_lm_eval,

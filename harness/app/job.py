@@ -22,12 +22,14 @@ from harness.model.loading import ModelSpec, resolve_device
 from harness.reference.build import MANIFEST, BuildConfig, checkpoint_folders, read_manifest
 from harness.reference.checkpoints import resolve_reference_model
 from harness.reference.controls import (
+    DP_CONTROL_EXPECTATIONS,
+    REAL_MODEL_EXPECTATIONS,
     REFERENCE_PREFIX,
     ControlReport,
+    committed_report,
     compare,
     headlines,
     readings,
-    real_model_report,
     reproduces,
 )
 from harness.reference.pretrained import minilm_folder
@@ -123,8 +125,10 @@ class JobOutcome:
     controls: ControlReport
     removed: list[Path] = field(default_factory=list)  # earlier files of the same checkpoints (`remove_superseded`)
     kept: list[Path] = field(default_factory=list)  # files this run reproduced (`controls.reproduces`), left as they were
-    # the real models' controls on their committed submissions (`controls.real_model_report`): table, failed
+    # the real models' controls on their committed submissions (`controls.committed_report`): table, failed
     real_models: tuple[str, list] = ("", [])
+    # the DP control pair's, on its committed submissions (`membench reference dp-control`): table, failed
+    dp_controls: tuple[str, list] = ("", [])
 
 
 def check_job_settings(submissions: Path, board: Path, batch_size: int | str, device: str) -> None:
@@ -167,8 +171,10 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int | str = JO
     removed = remove_superseded(submissions, written + kept)
     write_board(submissions, board, board.parent / "site")
     stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
-    real_models = real_model_report([results for _, results in read_submissions(submissions)])
-    return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept, real_models)
+    committed = [results for _, results in read_submissions(submissions)]
+    return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept,
+                      committed_report(committed, REAL_MODEL_EXPECTATIONS),
+                      committed_report(committed, DP_CONTROL_EXPECTATIONS))
 
 
 def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,

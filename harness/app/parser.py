@@ -277,6 +277,13 @@ def add_reference(commands, build_names: bool = True) -> None:
     rb.add_argument("--ship", action="store_true",
                     help="replace the shipped weights (harness/reference/weights) by these builds: for a "
                          "maintainer who changed a recipe; the board must then be made again (`membench run`)")
+    dp = ref_commands.add_parser("dp-control", help="privacy_extraction's DP control pair on the shipped reference "
+                                                    "GPT-2 (xsum-gpt2-e30, 1,000 audit canaries, without DP and with "
+                                                    "DP at epsilon 8; about 2 minutes on 2 cores) into --submissions: "
+                                                    "committed files whose expectations `membench run` checks")
+    dp.add_argument("--submissions", type=Path, default=DEFAULT_SUBMISSIONS,
+                    help="where the two results files go (default: submissions)")
+    dp.add_argument("--device", default="auto", type=device_name, help="auto (default), cpu or cuda")
 
 
 def add_prune(commands) -> None:

@@ -49,7 +49,8 @@ class Metric(_Strict):
     A task that trains something inside it repeats the training over seeds: `std` is then the sample
     standard deviation (ddof=1) of the metric over the runs and `per_seed` each run's value, in seed
     order; `value` is their mean unless the task card says otherwise. Both are left out of the file
-    when absent.
+    when absent, as is `ceiling` (the most the measurement could show: the board writes "≥" where the
+    value reaches it).
 
     A non-finite number given in code (NaN from an undefined mean, say) is stored as None, so that
     membench never writes NaN or Infinity; a results file holding one is refused (`parse_results`).
@@ -63,8 +64,17 @@ class Metric(_Strict):
     per_seed: list[float | None] | None = None
     n: int | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # the most this metric could show with the evidence it had (a one-run audit's ceiling at its corrected
+    # confidence, `harness.metrics.privacy_audit.epsilon_ceiling`): a value that reaches it reads "≥ value",
+    # the measurement's limit, not the model's
+    ceiling: float | None = None
 
-    @field_validator("value", "ci_low", "ci_high", "std", mode="before")
+    @property
+    def at_ceiling(self) -> bool:
+        """The value reached a ceiling above 0 (to 1e-9); a ceiling of 0 is a measurement that can show nothing."""
+        return bool(self.ceiling) and self.value is not None and self.value >= self.ceiling - 1e-9
+
+    @field_validator("value", "ci_low", "ci_high", "std", "ceiling", mode="before")
     @classmethod
     def _undefined_if_not_finite(cls, value: Any) -> Any:
         return _finite_or_none(value)
@@ -77,7 +87,7 @@ class Metric(_Strict):
     @model_serializer(mode="wrap")
     def _omit_absent_spread(self, handler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("std", "per_seed"):
+        for key in ("std", "per_seed", "ceiling"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
-from harness.core.results import Headline, Metric
+from harness.core.results import Headline, Metric, TaskEntry
 
 # Flags the runner owns; a task config field may not reuse these names.
 RESERVED_FIELDS = frozenset({"model", "revision", "model_kind", "tasks", "batch_size", "device", "dtype",
@@ -170,6 +170,11 @@ class Task(ABC):
         for a causal LM with `tokenizer` and context length `context`. Only the tasks lm-eval's
         request types can express override it; `membench export-lm-eval` exports those."""
         return None
+
+    def reusable(self, entry: TaskEntry) -> bool:
+        """Whether a cached entry of this version and config may be served instead of running again: False
+        for one made before the task recorded something it records now (the runner then runs the task)."""
+        return True
 
     def skip_reason(self, model: LoadedModel) -> str | None:
         """Why this task cannot score `model`, or None when it can."""

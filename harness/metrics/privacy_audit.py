@@ -18,9 +18,11 @@ privacy claim weaker than some epsilon; that epsilon is the lower bound, at a co
   `fdp_gaussian_mu_lower_bound` is the largest mu refuted, and its epsilon at the run's delta comes from Dong,
   Roth & Su 2022 (*Gaussian differential privacy*, JRSS-B, Corollary 2.13):
       delta(eps) = Phi(-eps / mu + mu / 2) - e^eps Phi(-eps / mu - mu / 2).
-  This epsilon bounds the run's privacy only inside the Gaussian family (a mechanism that is not mu-GDP for
-  the refuted mu); Steinke's bound holds for any (epsilon, delta)-DP mechanism. On the same guesses it is the
-  higher of the two in every case the tests run, the more so the more guesses are right.
+  This epsilon is conditional, not an (epsilon, delta) lower bound: it refutes mu-GDP and converts the refuted
+  mu, so it says "the run is not (epsilon, delta)-DP" only for a mechanism whose trade-off curve is Gaussian.
+  Fine-tuning without DP is not Gaussian DP, and Poisson-subsampled DP-SGD is only approximately so; a higher
+  number than Steinke's on the same guesses means it tests a stronger claim, not the same claim more tightly.
+  Steinke's bound holds for any (epsilon, delta)-DP mechanism: it is the headline.
 
 Which guesses: the bounds are valid only if k+ and k- do not depend on which canaries were included. Trying
 several (k+, k-) on the same labels and keeping the best refutes a true claim more often than 1 - confidence
@@ -36,6 +38,12 @@ where 5% is 10; `tests/unit/test_privacy_audit.py`). `privacy_audit` takes one o
   each side; k+ = k- = 0.4 m is the most that perfectly separating scores get all right whatever the draw of S
   (0.4 m <= included <= 0.6 m with probability 1 - 2e-10 at m = 1000). The price of 8 cells against one
   fixed in advance is small: 4.97 instead of 5.56 for Steinke's bound at r = v = 800 of m = 1000.
+
+A reported figure that is the largest of several audits (one per fine-tuning seed, say) is refuted by chance
+more often than each audit alone (on a null, the largest of 4 audits each at 95% refutes epsilon = 0 in about
+7% of draws). `privacy_audit(..., family=k)` tests every cell at (1 - confidence) / (cells k), so that the
+largest bound over the k audits of a family still holds at the confidence (union bound again); each audit
+records the confidence it was tested at (`confidence_per_cell`) and its ceiling at that level.
 
 Ties among scores are broken at random (seeded, independent of the labels): breaking them by canary order would
 leak the labels when the canaries are ordered by inclusion.
@@ -136,7 +144,10 @@ class PrivacyAudit:
     them in training; the guesses that made the bounds: k_plus "in" on the highest scores, k_minus "out" on
     the lowest, r = k_plus + k_minus, v right; rule: the guess rule in words; cells: how many (k+, k-) the rule
     tried (each at significance = (1 - confidence) / cells); selected_by: the bound whose maximum picked the
-    cell (the other bound, at that cell and that significance, is just as valid)."""
+    cell (the other bound, at that cell and that significance, is just as valid); family: how many audits the
+    reported figure is the largest of (each cell tested at (1 - confidence) / (cells family)); ceiling_steinke,
+    ceiling_fdp: the most the rule can show with m canaries at that significance (`epsilon_ceiling`): a bound
+    that reaches its ceiling says "at least this", the audit's limit, not the run's leakage."""
 
     epsilon_steinke: float
     epsilon_fdp: float
@@ -153,6 +164,21 @@ class PrivacyAudit:
     cells: int
     significance: float
     selected_by: str
+    family: int = 1
+    ceiling_steinke: float | None = None
+    ceiling_fdp: float | None = None
+
+    @property
+    def confidence_per_cell(self) -> float:
+        """The confidence each (k+, k-) cell was tested at, after the corrections for cells and family."""
+        return 1.0 - self.significance
+
+    def at_ceiling(self, bound: Method) -> bool:
+        """Whether `bound`'s value reached a ceiling above 0 (to 1e-9): every guess of the largest cell was right
+        (a ceiling of 0: too few canaries to show anything)."""
+        value, ceiling = ((self.epsilon_steinke, self.ceiling_steinke) if bound == "steinke"
+                          else (self.epsilon_fdp, self.ceiling_fdp))
+        return bool(ceiling) and value >= ceiling - 1e-9
 
 
 # ---------------------------------------------------------------- input checks
@@ -404,23 +430,32 @@ def _cells(rule: GuessRule, m: int) -> list[tuple[int, int]]:
     return cells
 
 
+def _check_family(family: int) -> int:
+    if isinstance(family, bool) or int(family) != family or family < 1:
+        raise AuditInputError(f"privacy audit: family must be a whole number >= 1, got {family}")
+    return int(family)
+
+
 def privacy_audit(scores: Sequence[float] | np.ndarray, included: Sequence[bool] | np.ndarray, delta: float,
                   confidence: float = CONFIDENCE, guesses: GuessRule = BonferroniGrid(), *,
-                  select_by: Method = "steinke", seed: int = 0) -> PrivacyAudit:
+                  select_by: Method = "steinke", seed: int = 0, family: int = 1) -> PrivacyAudit:
     """Both one-run bounds from canary scores (higher = more likely included) and inclusion bits.
 
-    The rule's cells are each tested at (1 - confidence) / cells; the cell with the largest `select_by` bound
-    (the first in the rule's order on a tie) gives the guesses, and both bounds are reported at it. Ties among
-    scores are broken at random from `seed`. ValueError (`AuditInputError`) for delta or confidence outside
-    (0, 1), scores and bits of different lengths, no canary, non-finite scores, or a cell with k+ + k- > m."""
+    The rule's cells are each tested at (1 - confidence) / (cells family), `family` being how many audits the
+    reported figure is the largest of (1: this audit alone); the cell with the largest `select_by` bound (the
+    first in the rule's order on a tie) gives the guesses, and both bounds are reported at it, with the rule's
+    ceilings at that significance. Ties among scores are broken at random from `seed`. ValueError
+    (`AuditInputError`) for delta or confidence outside (0, 1), scores and bits of different lengths, no canary,
+    non-finite scores, a cell with k+ + k- > m, or a family below 1."""
     values, labels = _checked_scores(scores, included)
     delta = _check_open_unit("delta", delta)
     confidence = _check_open_unit("confidence", confidence)
+    family = _check_family(family)
     if select_by not in ("steinke", "fdp"):
         raise AuditInputError(f"privacy audit: select_by must be 'steinke' or 'fdp', got {select_by!r}")
     m = len(values)
     cells = _cells(guesses, m)
-    significance = (1.0 - confidence) / len(cells)
+    significance = (1.0 - confidence) / (len(cells) * family)
     order = score_order(values, seed)
     rights = [correct_guesses(order, labels, k_plus, k_minus) for k_plus, k_minus in cells]
 
@@ -439,24 +474,27 @@ def privacy_audit(scores: Sequence[float] | np.ndarray, included: Sequence[bool]
     epsilon_steinke = best_bound if select_by == "steinke" else steinke(best)
     mu = best_bound if select_by == "fdp" else fdp_mu(best)
     k_plus, k_minus = cells[best]
+    ceiling = _ceiling(m, cells, delta, significance)
     return PrivacyAudit(
         epsilon_steinke=epsilon_steinke, epsilon_fdp=gdp_epsilon(mu, delta), mu_fdp=mu, confidence=confidence,
         delta=delta, m=m, n_included=int(labels.sum()), k_plus=k_plus, k_minus=k_minus, r=k_plus + k_minus,
-        v=rights[best], rule=guesses.describe(), cells=len(cells), significance=significance, selected_by=select_by)
+        v=rights[best], rule=guesses.describe(), cells=len(cells), significance=significance, selected_by=select_by,
+        family=family, ceiling_steinke=ceiling.epsilon_steinke, ceiling_fdp=ceiling.epsilon_fdp)
 
 
 def steinke_audit(scores: Sequence[float] | np.ndarray, included: Sequence[bool] | np.ndarray, delta: float,
                   confidence: float = CONFIDENCE, guesses: GuessRule = BonferroniGrid(), *,
-                  seed: int = 0) -> PrivacyAudit:
+                  seed: int = 0, family: int = 1) -> PrivacyAudit:
     """`privacy_audit` with the cell picked by Steinke et al.'s bound."""
-    return privacy_audit(scores, included, delta, confidence, guesses, select_by="steinke", seed=seed)
+    return privacy_audit(scores, included, delta, confidence, guesses, select_by="steinke", seed=seed, family=family)
 
 
 def mahloujifar_audit(scores: Sequence[float] | np.ndarray, included: Sequence[bool] | np.ndarray, delta: float,
                       confidence: float = CONFIDENCE, guesses: GuessRule = BonferroniGrid(), *,
-                      seed: int = 0) -> PrivacyAudit:
-    """`privacy_audit` with the cell picked by Mahloujifar et al.'s Gaussian f-DP bound."""
-    return privacy_audit(scores, included, delta, confidence, guesses, select_by="fdp", seed=seed)
+                      seed: int = 0, family: int = 1) -> PrivacyAudit:
+    """`privacy_audit` with the cell picked by Mahloujifar et al.'s Gaussian f-DP bound (conditional on a
+    Gaussian trade-off curve: see the module's docstring)."""
+    return privacy_audit(scores, included, delta, confidence, guesses, select_by="fdp", seed=seed, family=family)
 
 
 # ---------------------------------------------------------------- how many canaries
@@ -473,18 +511,23 @@ class Ceiling:
     epsilon_fdp: float
 
 
-def epsilon_ceiling(m: int, delta: float = 1e-5, confidence: float = CONFIDENCE,
-                    guesses: GuessRule = BonferroniGrid()) -> Ceiling:
-    """Both bounds when every guess is right: the largest cell of the rule (r = k+ + k-, v = r), tested at
-    (1 - confidence) / cells. FixedGuesses(m // 2, m - m // 2) gives the r = v = m ceiling of a single guess set."""
-    _check_counts(m, 0, 0)
-    delta = _check_open_unit("delta", delta)
-    confidence = _check_open_unit("confidence", confidence)
-    cells = _cells(guesses, m)
-    significance = (1.0 - confidence) / len(cells)
+def _ceiling(m: int, cells: list[tuple[int, int]], delta: float, significance: float) -> Ceiling:
     r = max(k_plus + k_minus for k_plus, k_minus in cells)
     return Ceiling(m=m, r=r, epsilon_steinke=_steinke_bound_at(m, r, r, delta, significance),
                    epsilon_fdp=gdp_epsilon(_fdp_mu_at(m, r, r, significance), delta))
+
+
+def epsilon_ceiling(m: int, delta: float = 1e-5, confidence: float = CONFIDENCE,
+                    guesses: GuessRule = BonferroniGrid(), family: int = 1) -> Ceiling:
+    """Both bounds when every guess is right: the largest cell of the rule (r = k+ + k-, v = r), tested at
+    (1 - confidence) / (cells family). FixedGuesses(m // 2, m - m // 2) gives the r = v = m ceiling of a single
+    guess set."""
+    _check_counts(m, 0, 0)
+    delta = _check_open_unit("delta", delta)
+    confidence = _check_open_unit("confidence", confidence)
+    family = _check_family(family)
+    cells = _cells(guesses, m)
+    return _ceiling(m, cells, delta, (1.0 - confidence) / (len(cells) * family))
 
 
 def default_canaries(delta: float = 1e-5, confidence: float = CONFIDENCE) -> tuple[int, str]:

@@ -55,7 +55,8 @@ class Expectation:
     """A control's expected direction: checkpoint `model`'s reading on `task` compared (`op`) with a
     number or with another checkpoint's reading. A reading is the task's headline, or with `metric`
     the metric of that name and `tags` (`other_tags`: the other side's tags, by default the same; so
-    one checkpoint's members can be compared with its own non-members).
+    one checkpoint's members can be compared with its own non-members; `other_metric`: the other side's
+    metric, by default the same; so a DP run's audited ε can be compared with its claimed ε).
 
     The comparison is value `op` factor x other + margin (">=", ">", "<=", "<"), or |value - other| <=
     margin ("near"): "at least 0.1 above the baseline" is (">=", margin=0.1), "at least twice the
@@ -71,20 +72,27 @@ class Expectation:
     tags: Tags = ()
     other_tags: Tags | None = None
     factor: float = 1.0
+    other_metric: str | None = None
 
-    def _side(self, model: str, tags: Tags) -> str:
-        if self.metric is None:
+    def _side(self, model: str, tags: Tags, metric: str | None = None) -> str:
+        metric = metric or self.metric
+        if metric is None:
             return model
-        return f"{self.metric}{{{', '.join(f'{key}={value}' for key, value in tags)}}} of {model}"
+        return f"{metric}{{{', '.join(f'{key}={value}' for key, value in tags)}}} of {model}"
+
+    def _other_metric(self) -> str | None:
+        return self.other_metric or self.metric
 
     def describe(self) -> str:
         """E.g. `xsum-gpt2-e30 >= 0.9`; a checkpoint compared with its own other metric names only the tags
         that differ: `auc{epoch=2, score=min_k_20} of m >= its epoch=1 - 0.02`."""
         other_tags = self.tags if self.other_tags is None else self.other_tags
-        if isinstance(self.other, str) and self.other == self.model and self.metric is not None:
+        if isinstance(self.other, str) and self.other == self.model and self._other_metric() != self.metric:
+            other = f"its {self._side(self.other, other_tags, self._other_metric()).rsplit(' of ', 1)[0]}"
+        elif isinstance(self.other, str) and self.other == self.model and self.metric is not None:
             other = "its " + ", ".join(f"{key}={value}" for key, value in other_tags if (key, value) not in self.tags)
         elif isinstance(self.other, str):
-            other = self._side(self.other, other_tags)
+            other = self._side(self.other, other_tags, self._other_metric())
         else:
             other = f"{self.other:g}"
         if self.op == "near":
@@ -98,7 +106,7 @@ class Expectation:
         value = readings.get((self.task, self.model, self.metric, self.tags))
         if isinstance(self.other, str):
             other_tags = self.tags if self.other_tags is None else self.other_tags
-            other = readings.get((self.task, self.other, self.metric, other_tags))
+            other = readings.get((self.task, self.other, self._other_metric(), other_tags))
         else:
             other = self.other
         if value is None or other is None:
@@ -194,6 +202,23 @@ REAL_MODEL_EXPECTATIONS: tuple[Expectation, ...] = (
     *(Expectation("finetune_memorization", model, "<=", DATASET_INFERENCE_ALPHA, metric="di_p_value",
                   tags=tags_of(epoch="4", trained_on="members"),
                   why="after 4 epochs dataset inference finds the members as a set") for model in (SMOLLM2, GEMMA)),
+)
+
+
+# privacy_extraction's DP control pair (issue 76), committed files of `membench reference dp-control`
+# (`harness.app.dp_control`), which `membench run` reads and does not run again: the reference GPT-2 fine-tuned
+# with 1,000 canaries, with DP-SGD at a claimed epsilon of 8 and the same fine-tuning without DP. Soundness:
+# the DP run's audited epsilon (Steinke et al.'s bound, 95%) at most its claim; power: the run without DP audits
+# above the DP run.
+DP_CONTROL_CHECKPOINT = "xsum-gpt2-e30"
+DP_CONTROL_NONE, DP_CONTROL_DP = f"{DP_CONTROL_CHECKPOINT}-audit", f"{DP_CONTROL_CHECKPOINT}-audit-dp8"
+AUDITED_AT_8 = tags_of(epoch="8", group="canary", bound="steinke", confidence="0.95")
+DP_CONTROL_EXPECTATIONS: tuple[Expectation, ...] = (
+    Expectation("privacy_extraction", DP_CONTROL_DP, "<=", DP_CONTROL_DP, metric="audited_epsilon",
+                tags=AUDITED_AT_8, other_metric="claimed_epsilon", other_tags=tags_of(epoch="8", delta="1e-05"),
+                why="a DP run's audit stays within its claim (a sound audit of an honest mechanism)"),
+    Expectation("privacy_extraction", DP_CONTROL_NONE, ">", DP_CONTROL_DP, metric="audited_epsilon",
+                tags=AUDITED_AT_8, why="the same fine-tuning without DP proves more leakage than with it"),
 )
 
 
@@ -328,14 +353,15 @@ def reproduces(old: ResultsFile, new: ResultsFile) -> bool:
         abs(after[key] - before[key]) <= tolerance(key[0]) for key in after)
 
 
-def real_model_report(files: list[ResultsFile]) -> tuple[str, list[Expectation]]:
-    """The real models' controls (`REAL_MODEL_EXPECTATIONS`) on their results files (`membench run`
-    reads the committed submissions; it does not score these models): a table (control, task,
-    reading, expected, outcome) and the expectations that failed (a missing reading is "not
-    measured", no failure)."""
+def committed_report(files: list[ResultsFile], expectations: tuple[Expectation, ...] = REAL_MODEL_EXPECTATIONS
+                     ) -> tuple[str, list[Expectation]]:
+    """Controls `membench run` reads from results files and does not run again (the real models'
+    `REAL_MODEL_EXPECTATIONS`, the DP pair's `DP_CONTROL_EXPECTATIONS`) on those files (the committed
+    submissions): a table (control, task, reading, expected, outcome) and the expectations that failed
+    (a missing reading is "not measured", no failure)."""
     values = readings(files)
     rows, failed = [], []
-    for expectation in REAL_MODEL_EXPECTATIONS:
+    for expectation in expectations:
         outcome = expectation.holds(values)
         value = values.get((expectation.task, expectation.model, expectation.metric, expectation.tags))
         rows.append([expectation.model, expectation.task, "" if value is None else f"{value:.4f}",

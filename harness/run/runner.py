@@ -198,14 +198,14 @@ def cached_result(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, co
                   options: EvaluateOptions) -> tuple[TaskEntry, str] | None:
     """The task's finished entry and samples (JSONL) from the results cache; None under `--no-cache`,
     when it is not there, or when the cached entry has no metrics (cached by an older membench: it
-    runs again). Rank 0 reads and every rank gets its answer, so that every rank of a data-parallel
-    run computes the same tasks."""
+    runs again), or when the task refuses it (`Task.reusable`). Rank 0 reads and every rank gets its
+    answer, so that every rank of a data-parallel run computes the same tasks."""
     if not options.use_cache:
         return None
     _, key = task_cache_key(task, lm, data, config, context, options)
     hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, key)
                                           if distributed.is_main() else None)
-    return hit if hit and hit[0].metrics else None
+    return hit if hit and hit[0].metrics and task.reusable(hit[0]) else None
 
 
 def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,

@@ -28,8 +28,7 @@ from harness.metrics.privacy_audit import (
     CONFIDENCE,
     DEFAULT_CANARIES,
     BonferroniGrid,
-    mahloujifar_audit,
-    steinke_audit,
+    privacy_audit,
 )
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
 from harness.scoring.extraction import log_pz, pair_extraction_logprobs
@@ -202,6 +201,7 @@ def epoch_metrics(secrets: list[Secret], scores: list[dict[str, float]], epoch: 
 
 
 JOINT = "all"  # the one fine-tuning of `--finetunes joint`
+TIE_BREAK_SEED = 0  # the audit's random order among tied canary scores (`privacy_audit.score_order`)
 # The board's name for the seed's `epsilon` (issue 63): what it is, so that no one reads it as a DP ε
 LEAKAGE_LABEL = "leakage ε (Inan et al.; a perplexity ratio, not a DP guarantee), 8 epochs"
 
@@ -257,7 +257,12 @@ def extraction_metrics(secrets: list[Secret], log_p: np.ndarray, epoch: int, con
             for metric in probability_metrics(log_p[where], config, {"epoch": str(epoch), **tags})]
 
 
-AUDIT_BOUNDS = ("steinke", "gaussian-fdp")
+# the `bound` tags: Steinke et al.'s (any (epsilon, delta)-DP mechanism) and Mahloujifar et al.'s Gaussian f-DP one,
+# conditional: it refutes mu-GDP, an (epsilon, delta) statement only for a mechanism with a Gaussian trade-off curve
+AUDIT_BOUNDS = ("steinke", "gaussian-fdp-conditional")
+# figures reported as the largest over the fine-tuning seeds (each seed's audit corrected for their number), not
+# their mean: a mean of lower bounds is no bound at the stated confidence
+LARGEST_OVER_SEEDS = frozenset({"audited_epsilon"})
 
 
 def inclusion(canary: Secret) -> str:
@@ -275,10 +280,14 @@ def canary_scores(before: list[np.ndarray], after: list[np.ndarray]) -> np.ndarr
 
 
 def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta: float,
-                  confidence: float) -> tuple[list[Metric], dict]:
-    """The one-run audit after `epoch` epochs (`harness.metrics.privacy_audit`, its default guess rule): the
-    audited epsilon lower bounds at `confidence` and the run's `delta`, Steinke et al.'s and Mahloujifar et
-    al.'s Gaussian f-DP one, each with the guesses that made it."""
+                  confidence: float, family: int = 1) -> tuple[list[Metric], dict]:
+    """The one-run audit after `epoch` epochs (`harness.metrics.privacy_audit`, its default guess rule) of one
+    fine-tuning seed of `family` (the seeds whose largest bound the task reports: each cell is tested at
+    (1 - confidence) / (8 family)): the audited epsilon lower bounds at the run's `delta`, Steinke et al.'s and
+    Mahloujifar et al.'s conditional Gaussian f-DP one, each with its ceiling; and the audit's record: the
+    guesses that made each bound (k+, k-, r, v), the confidence per cell after the correction, the ceilings
+    and every canary's score at full precision (`info.audit.inclusion` holds the bits), from which
+    `recompute_audit` gives the same bounds."""
     included = np.array([c.times == 1 for c in canaries])
     tags = {"epoch": str(epoch), "group": CANARIES, "confidence": f"{confidence:g}"}
     auc_tags = {"epoch": str(epoch), "group": CANARIES, "score": "loss drop"}
@@ -288,19 +297,34 @@ def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta:
                  for bound in AUDIT_BOUNDS] + [Metric(name="auc", value=None, n=len(canaries), tags=auc_tags)],
                 {"epoch": epoch, "not_computed": f"{broken} of {len(canaries)} canary scores are not finite (the "
                                                  "fine-tuned model's log-probabilities: NaN or -inf)"})
-    steinke = steinke_audit(scores, included, delta, confidence)
-    fdp = mahloujifar_audit(scores, included, delta, confidence)
+    steinke, fdp = (privacy_audit(scores, included, delta, confidence, select_by=rule, seed=TIE_BREAK_SEED,
+                                  family=family) for rule in ("steinke", "fdp"))
     metrics = [Metric(name="audited_epsilon", value=steinke.epsilon_steinke, n=len(canaries),
-                      tags={**tags, "bound": "steinke"}),
-               Metric(name="audited_epsilon", value=fdp.epsilon_fdp, n=len(canaries),
-                      tags={**tags, "bound": "gaussian-fdp"})]
+                      ceiling=steinke.ceiling_steinke, tags={**tags, "bound": AUDIT_BOUNDS[0]}),
+               Metric(name="audited_epsilon", value=fdp.epsilon_fdp, n=len(canaries), ceiling=fdp.ceiling_fdp,
+                      tags={**tags, "bound": AUDIT_BOUNDS[1]})]
     guesses = {name: {"k_plus": a.k_plus, "k_minus": a.k_minus, "r": a.r, "v": a.v}
                for name, a in zip(AUDIT_BOUNDS, (steinke, fdp))}
-    guesses["gaussian-fdp"]["mu"] = round(fdp.mu_fdp, 6)
+    guesses[AUDIT_BOUNDS[1]]["mu"] = fdp.mu_fdp
     separable = 0 < included.sum() < len(included)
     metrics.append(Metric(name="auc", value=m.roc_auc(included, scores) if separable else None, n=len(canaries),
                           tags=auc_tags))
-    return metrics, {"epoch": epoch, "guesses": guesses}
+    return metrics, {"epoch": epoch, "guesses": guesses, "family": family, "cells": steinke.cells,
+                     "confidence_per_cell": steinke.confidence_per_cell,
+                     "ceiling": {AUDIT_BOUNDS[0]: steinke.ceiling_steinke, AUDIT_BOUNDS[1]: fdp.ceiling_fdp},
+                     "at_ceiling": [bound for bound, audit, rule in zip(AUDIT_BOUNDS, (steinke, fdp), ("steinke", "fdp"))
+                                    if audit.at_ceiling(rule)],
+                     "scores": [float(x) for x in scores]}
+
+
+def recompute_audit(audit_info: dict, run: dict) -> dict[str, float]:
+    """The bounds of one recorded audit (`info.audit` and one of its `runs`) computed again from its stored
+    canary scores and inclusion bits: {bound tag: epsilon}. What `audit_metrics` reported for that run."""
+    included = np.array([bit == "1" for bit in audit_info["inclusion"]])
+    return {tag: getattr(privacy_audit(run["scores"], included, audit_info["delta"], audit_info["confidence"],
+                                       select_by=rule, seed=audit_info["tie_break_seed"], family=run["family"]),
+                         field)
+            for tag, rule, field in zip(AUDIT_BOUNDS, ("steinke", "fdp"), ("epsilon_steinke", "epsilon_fdp"))}
 
 
 def canary_losses(canaries: list[Secret], after: list[np.ndarray], epoch: int) -> list[Metric]:
@@ -316,14 +340,19 @@ def canary_losses(canaries: list[Secret], after: list[np.ndarray], epoch: int) -
 
 def over_seeds(runs: list[list[Metric]]) -> list[Metric]:
     """One metric per position of the runs' (alike) metric lists: value = the mean over the runs,
-    std = their sample standard deviation (ddof=1; None with one run), per_seed = each run's value.
-    Undefined (None) in any run: value and std None."""
+    std = their sample standard deviation (ddof=1; None with one run), per_seed = each run's value;
+    for `LARGEST_OVER_SEEDS` (the audited epsilon, each seed's audit corrected for their number) value =
+    the largest run's, no std, and the runs' ceiling. Undefined (None) in any run: value and std None."""
     out = []
     for same in zip(*runs, strict=True):
         first = same[0]
         if any((x.name, x.tags) != (first.name, first.tags) for x in same):
             raise ValueError(f"runs disagree on their metrics: {[(x.name, x.tags) for x in same]}")
         values = [x.value for x in same]
+        if first.name in LARGEST_OVER_SEEDS:
+            out.append(Metric(name=first.name, value=None if None in values else max(values), per_seed=values,
+                              n=first.n, tags=first.tags, ceiling=first.ceiling))
+            continue
         mean, std = (None, None) if None in values else m.mean_and_std(values)
         out.append(Metric(name=first.name, value=mean, std=std, per_seed=values, n=first.n, tags=first.tags))
     return out
@@ -372,6 +401,10 @@ class PrivacyExtraction(Task):
     NAME = "privacy_extraction"
     # 4: fields scored without their format text; held-out persons (chance) and the gain over them;
     # 5: a pruned checkpoint fine-tunes sparse (--sparse-finetuning auto), its sparsity after fine-tuning recorded
+    # (issue 76, not a version change: runs without --audit-canaries compute as before, and an audited run cached
+    # before it runs again, `reusable`) the audited epsilon over seeds is the largest seed's, each seed's audit
+    # corrected for their number (was their mean); the f-DP bound's tag says it is conditional; each audit
+    # records r, v, its confidence per cell, its ceiling, every canary's score and the inclusion bits
     VERSION = 5
     LIMIT_VERSION = 2  # 2: --limit also cuts memorization-45 (and so the fine-tuning); 1 kept all 45
     DESCRIPTION = ("Memorization and PII leakage after fine-tuning: subset score and exact match of random "
@@ -409,6 +442,13 @@ class PrivacyExtraction(Task):
             extra.append(Headline(metric="claimed_epsilon", tags={"epoch": "8"}, label="claimed DP ε, 8 epochs",
                                   better="lower", absent="∞"))
         return self.HEADLINE, self.SUMMARY + tuple(extra)
+
+    def reusable(self, entry) -> bool:
+        """An audited run cached before each audit recorded its evidence (issue 76: the canaries' scores and
+        inclusion bits, each audit's r, v, corrected confidence and ceiling; the largest seed's bound, corrected
+        for the seeds, instead of their mean) runs again."""
+        audit = entry.info.get("audit")
+        return audit is None or "inclusion" in audit
 
     def load_data(self, config: PrivacyConfig, context: RunContext) -> list[Secret]:
         """The secrets; with `--limit N` (a test run) at most N unique strings, N persons, N held-out
@@ -487,7 +527,7 @@ class PrivacyExtraction(Task):
             canary_score = canary_scores(public[len(unique):], tuned[len(unique):])
             if canaries and epoch > 0:
                 audited, found_guesses = audit_metrics(canaries, canary_score, epoch, audit_delta,
-                                                       config.audit_confidence)
+                                                       config.audit_confidence, config.finetune_seeds)
                 result += audited + canary_losses(canaries, tuned[len(unique):], epoch)
                 audit_runs.append({"finetune_seed": seed, **found_guesses})
             if claimed is not None and epoch > 0:
@@ -571,6 +611,8 @@ class PrivacyExtraction(Task):
             info["audit"] = {
                 "canaries": len(canaries), "included": sum(c.times for c in canaries),
                 "included_ids": [c.sample_id for c in canaries if c.times],
+                # each run's `scores` are in this order; with these bits and `tie_break_seed` they give its bounds
+                "inclusion": "".join(str(c.times) for c in canaries), "tie_break_seed": TIE_BREAK_SEED,
                 "design": "Steinke, Nasr & Jagielski 2023: random strings of the unique strings' generator, each in "
                           "the fine-tuning (once per epoch) with probability 1/2, independently (seeded by "
                           "--data-seed); audited after every evaluated epoch of every fine-tuning seed",
@@ -579,11 +621,21 @@ class PrivacyExtraction(Task):
                 "delta": audit_delta, "delta_rule": ("the DP run's delta" if claimed is not None else
                                                      "min(1e-5, 1 / n^1.1) for the n training rows per epoch (no DP)"),
                 "training_rows": audited_rows, "confidence": config.audit_confidence,
-                "bounds": {"steinke": "Steinke et al. 2023: any (epsilon, delta)-DP mechanism",
-                           "gaussian-fdp": "Mahloujifar et al. 2025: Gaussian f-DP (mu-GDP), as epsilon at delta"},
-                "guess_rule": BonferroniGrid().describe(), "runs": audit_runs,
-                "meaning": "a lower bound on the run's epsilon at this confidence, under this canary design; not the "
-                           "run's true epsilon"}
+                "bounds": {AUDIT_BOUNDS[0]: "Steinke et al. 2023: a lower bound on epsilon for any (epsilon, "
+                                            "delta)-DP mechanism: the headline",
+                           AUDIT_BOUNDS[1]: "Mahloujifar et al. 2025: refutes mu-GDP and converts the refuted mu to "
+                                            "epsilon at delta; conditional: an (epsilon, delta) bound only for a "
+                                            "mechanism whose trade-off curve is Gaussian (fine-tuning without DP "
+                                            "is not; Poisson-subsampled DP-SGD only approximately)"},
+                "guess_rule": BonferroniGrid().describe(),
+                "reported": (f"audited_epsilon after each epoch: the largest of the {len(seeds)} fine-tuning seeds' "
+                             f"audits, each cell tested at (1 - {config.audit_confidence:g}) / (8 x {len(seeds)}), so "
+                             f"it holds at {config.audit_confidence:g}; per_seed: each seed's bound; each epoch is a "
+                             "figure of its own (the largest over E epochs holds at 1 - E (1 - confidence)); a value at "
+                             "its ceiling (the most these canaries can show) reads '>=' on the boards"),
+                "runs": audit_runs,
+                "meaning": "a lower bound on the epsilon of the training algorithm at this confidence, under this "
+                           "canary design; not its true epsilon"}
         if claimed is not None:
             info["dp"] = {"claimed_epsilon": claimed.epsilon, "delta": claimed.delta,
                           "no_noise_for_testing": claimed.no_noise_for_testing}

@@ -88,9 +88,9 @@ def test_a_flagged_summary_headline_gets_a_plot_of_its_own_under_the_main_one(bo
     markdown, plots, _ = boards["flagged"]
     assert sorted(plots) == [f"{TASK}--di_p_value.png", f"{TASK}.png"]
     lines = [line for line in section(markdown, f"## {TASK}").splitlines() if line]
-    main = lines.index(f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png)")
-    assert lines[main + 1] == (f"![{TASK}--di_p_value]({PLOTS_FOLDER}/{TASK}--di_p_value.png) "
-                               "dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05)")
+    # one paragraph on one line: the main plot, the extra one beside it, then the extra one's caption
+    assert f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png) ![{TASK}--di_p_value]({PLOTS_FOLDER}/{TASK}--di_p_value.png) " \
+           "Beside it: dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05)" in lines
 
 
 def test_an_unflagged_headline_gets_no_plot_and_the_main_plot_is_unchanged(boards):
@@ -167,10 +167,11 @@ def test_several_flagged_headlines_share_one_paragraph_their_images_side_by_side
     names = extra_plot_names(TASK, [P_VALUE, auc_plot])
     assert sorted(plots) == sorted([f"{TASK}.png", *names])
     lines = section(markdown, f"## {TASK}").splitlines()
-    main = lines.index(f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png)")
-    assert lines[main + 1:main + 4] == [
-        "", " ".join(f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})" for name in names)
-        + " From left: dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05); "
+    main = next(i for i, line in enumerate(lines) if line.startswith("Task card: ")) + 1
+    assert lines[main:main + 3] == [
+        "", " ".join([f"![{TASK}]({PLOTS_FOLDER}/{TASK}.png)"]
+                     + [f"![{name.removesuffix('.png')}]({PLOTS_FOLDER}/{name})" for name in names])
+        + " Beside it, from left: dataset inference p-value after 1 epoch (lower is better; log10 axis; dashed line at 0.05); "
         "AUC, every epoch (lower is better)"
         " Plot of dataset inference p-value after 1 epoch: Leaves out values ≤ 0, which a log10 axis cannot draw: "
         "model-a (aaaaaaaa) (1 of 4).", ""]  # then the paragraph ends

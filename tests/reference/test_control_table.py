@@ -186,7 +186,7 @@ def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading()
     them): SmolLM2's LMS at least 80, its untrained twin's near 50; a missing file is not measured,
     a reading on the wrong side fails the job."""
     from harness.core.results import Metric
-    from harness.reference.controls import REAL_MODEL_EXPECTATIONS, SMOLLM2, real_model_report
+    from harness.reference.controls import REAL_MODEL_EXPECTATIONS, SMOLLM2, committed_report
     from tests.helpers.board_files import make_results
 
     def stereoset(name: str, lms: float):
@@ -194,12 +194,47 @@ def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading()
         entry = results.tasks[0].model_copy(update={"metrics": [Metric(name="lms", value=lms, tags={"domain": "all"})]})
         return results.model_copy(update={"tasks": [entry]})
 
-    table, failed = real_model_report([])
+    table, failed = committed_report([])
     assert failed == [] and table.count("not measured") == len(REAL_MODEL_EXPECTATIONS)
-    table, failed = real_model_report([stereoset(SMOLLM2, 91.3), stereoset(f"{SMOLLM2}-untrained-seed0", 51.0)])
+    table, failed = committed_report([stereoset(SMOLLM2, 91.3), stereoset(f"{SMOLLM2}-untrained-seed0", 51.0)])
     assert failed == [] and "91.3000" in table and table.count(" ok") == 2
-    _, failed = real_model_report([stereoset(SMOLLM2, 79.0), stereoset(f"{SMOLLM2}-untrained-seed0", 56.0)])
+    _, failed = committed_report([stereoset(SMOLLM2, 79.0), stereoset(f"{SMOLLM2}-untrained-seed0", 56.0)])
     assert [e.model for e in failed] == [SMOLLM2, f"{SMOLLM2}-untrained-seed0"]
+
+
+def test_the_dp_controls_compare_a_run_s_audit_with_its_own_claim_and_with_the_run_without_dp():
+    """The DP pair's expectations (issue 76), read as the job reads them from committed files: the DP run's
+    audited ε at most its claimed ε (another metric of the same run: `Expectation.other_metric`), the run without
+    DP above the DP run; either on the wrong side fails, a missing file is not measured."""
+    from harness.core.results import Metric
+    from harness.reference.controls import (
+        DP_CONTROL_DP,
+        DP_CONTROL_EXPECTATIONS,
+        DP_CONTROL_NONE,
+        REFERENCE_PREFIX,
+        committed_report,
+    )
+    from tests.helpers.board_files import make_results
+
+    def audited(name: str, value: float, claimed: float | None = None):
+        results = make_results(name=f"{REFERENCE_PREFIX}{name}", task="privacy_extraction")
+        metrics = [Metric(name="audited_epsilon", value=value, n=1000,
+                          tags={"epoch": "8", "group": "canary", "bound": "steinke", "confidence": "0.95"})]
+        if claimed is not None:
+            metrics.append(Metric(name="claimed_epsilon", value=claimed, tags={"epoch": "8", "delta": "1e-05"}))
+        return results.model_copy(update={"tasks": [results.tasks[0].model_copy(update={"metrics": metrics})]})
+
+    table, failed = committed_report([], DP_CONTROL_EXPECTATIONS)
+    assert failed == [] and table.count("not measured") == 2
+    table, failed = committed_report([audited(DP_CONTROL_NONE, 3.0), audited(DP_CONTROL_DP, 0.0, 8.0)],
+                                     DP_CONTROL_EXPECTATIONS)
+    assert failed == [] and table.count(" ok") == 2 and "<= its claimed_epsilon{delta=1e-05, epoch=8}" in table
+    _, failed = committed_report([audited(DP_CONTROL_NONE, 3.0), audited(DP_CONTROL_DP, 8.5, 8.0)],
+                                 DP_CONTROL_EXPECTATIONS)
+    assert [e.op for e in failed] == ["<=", ">"]  # above its claim, and no longer below the run without DP
+    _, failed = committed_report([audited(DP_CONTROL_NONE, 0.0), audited(DP_CONTROL_DP, 0.0, 8.0)],
+                                 DP_CONTROL_EXPECTATIONS)
+    assert [e.model for e in failed] == [DP_CONTROL_NONE]
 
 
 def test_the_committed_real_models_pass_their_controls_and_strict_validation(capsys):
@@ -209,7 +244,7 @@ def test_the_committed_real_models_pass_their_controls_and_strict_validation(cap
     from pathlib import Path
 
     from harness.app.cli import main
-    from harness.reference.controls import GEMMA, REAL_MODEL_EXPECTATIONS, SMOLLM2, real_model_report
+    from harness.reference.controls import GEMMA, REAL_MODEL_EXPECTATIONS, SMOLLM2, committed_report
 
     folder = Path(__file__).resolve().parents[2] / "submissions"
     files = read_submissions(folder)
@@ -218,7 +253,7 @@ def test_the_committed_real_models_pass_their_controls_and_strict_validation(cap
     assert {results.model.name for _, results in files if results.model.name.startswith((SMOLLM2, GEMMA))} == {
         SMOLLM2, f"{SMOLLM2}-untrained-seed0", GEMMA}
     assert main(["validate", "--strict", *map(str, real)]) == 0
-    table, failed = real_model_report([results for _, results in files])
+    table, failed = committed_report([results for _, results in files])
     outcomes = [line.split()[-1] for line in table.splitlines()[2:]]
     assert failed == [] and outcomes == ["ok"] * len(REAL_MODEL_EXPECTATIONS), table
 

@@ -406,7 +406,18 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     assert sorted(r["id"] for r in canaries if r["times"] == 1) == sorted(audit["included_ids"])
     assert all(isinstance(r["audit_score"], float) for r in canaries)
     bounds = {x["tags"]["bound"]: x["value"] for x in entry["metrics"] if x["name"] == "audited_epsilon"}
-    assert set(bounds) == {"steinke", "gaussian-fdp"} and all(v >= 0 for v in bounds.values())
+    assert set(bounds) == {"steinke", "gaussian-fdp-conditional"} and all(v >= 0 for v in bounds.values())
+    # each audit's record: the guesses (r, v), its confidence per cell, its ceiling, every canary's score; the
+    # bounds follow from the stored scores and inclusion bits
+    from tasks.privacy_extraction.task import recompute_audit
+
+    [run] = audit["runs"]
+    assert audit["inclusion"] == "".join(str(r["times"]) for r in canaries)  # the canaries' order, as the scores'
+    assert [round(x, 5) for x in run["scores"]] == [r["audit_score"] for r in canaries]
+    assert run["family"] == 1 and run["cells"] == 8 and run["confidence_per_cell"] == pytest.approx(1 - 0.05 / 8)
+    assert all(g["v"] <= g["r"] for g in run["guesses"].values()) and len(run["scores"]) == 3
+    assert set(run["ceiling"]) == set(bounds) and all(run["ceiling"][b] >= bounds[b] for b in bounds)
+    assert recompute_audit(audit, run) == bounds
     [claimed] = [x for x in entry["metrics"] if x["name"] == "claimed_epsilon"]
     assert claimed["value"] == 8.0 and claimed["tags"]["epoch"] == "1"
     [record] = entry["info"]["finetuning"]["dp"]

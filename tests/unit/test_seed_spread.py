@@ -10,7 +10,7 @@ import pytest
 from harness.core.results import Headline, Metric, TaskEntry
 from harness.metrics import memorization as m
 from leaderboard.collect import BoardEntry
-from leaderboard.render import overview_table, task_table
+from leaderboard.render import fmt_metric, overview_table, task_table
 from tasks.privacy_extraction.task import over_seeds
 
 
@@ -40,6 +40,20 @@ def test_metrics_over_seeds_are_mean_std_and_per_seed_values():
     assert one.value == 0.2 and one.std is None and one.per_seed == [0.2]
     with pytest.raises(ValueError, match="disagree"):
         over_seeds([run(0.2, 0.1), list(reversed(run(0.2, 0.1)))])
+
+
+def test_an_audit_over_seeds_is_its_largest_seed_not_their_mean():
+    """Issue 76: each seed's audited epsilon is a lower bound tested for the seeds' number; the figure over seeds is
+    the largest of them (no mean, no std), with the seeds' ceiling; the board writes "≥" where it reached it."""
+    def audit(value: float) -> list[Metric]:
+        return [Metric(name="audited_epsilon", value=value, n=1000, ceiling=4.62, tags={"epoch": "8", "bound": "steinke"})]
+
+    [largest] = over_seeds([audit(1.5), audit(3.0), audit(0.0)])
+    assert (largest.value, largest.std, largest.per_seed, largest.ceiling) == (3.0, None, [1.5, 3.0, 0.0], 4.62)
+    assert not largest.at_ceiling and fmt_metric(largest) == "3.000"
+    [full] = over_seeds([audit(4.62), audit(2.0)])
+    assert full.at_ceiling and fmt_metric(full) == "≥ 4.620"
+    assert Metric.model_validate_json(full.model_dump_json()) == full and "ceiling" not in run(0.1, 0.2)[0].model_dump()
 
 
 def test_a_metric_without_a_spread_is_written_as_before():
