@@ -12,7 +12,10 @@ the canaries are most of the rows), so that what it measures is the audit:
   must refute it (audited > 1);
 - utility: the left-out canaries' loss per token after fine-tuning (`target_loss`, included = no) beside each
   run's epsilon;
-- cost: each run's fine-tuning seconds (DP-SGD against the same model, steps and rows without DP).
+- cost: each run's fine-tuning seconds (DP-SGD against the same model, steps and rows without DP);
+- with `--gradient-canaries M`, every DP run also carries M white-box gradient canaries
+  (`--audit-gradient-canaries`, `harness/training/gradient_canaries.py`): their audit must catch the broken
+  mechanism under LoRA too, where the text canaries show nothing, and stay within every honest claim.
 
 A real model, SmolLM2-135M-Instruct, runs only when named (`--only smollm2-lora-none,smollm2-lora-dp8`,
 `smollm2-full-none`): 4 epochs (the evaluation after 4 is the one of each run), LoRA at its recipe with and
@@ -30,6 +33,9 @@ weight.
         --output bench/results/bench_dp_audit--smollm2-full.json                             # full fine-tuning
     python bench/bench_dp_audit.py --only smollm2-lora-dp8 --seeds 1 \
         --output bench/results/bench_dp_audit--smollm2-dp8.json                              # LoRA under DP
+    python bench/bench_dp_audit.py --only gpt2-lora-broken1,gpt2-lora-dp1,gpt2-lora-dp8,t5-lora-broken1,t5-lora-dp1,\
+gpt2-full-broken1,gpt2-full-dp1 --seeds 1 --gradient-canaries 1000 \
+        --output bench/results/bench_dp_audit--gradient.json                                 # white-box canaries
     python bench/bench_dp_audit.py --plot docs/dp-audit.png --from bench/results/bench_dp_audit.json  # the plot
 """
 
@@ -69,7 +75,7 @@ def runs() -> dict[str, tuple[str, str, list[str]]]:
     """label -> (model, method, DP flags): power (no DP), soundness (epsilon 1, 4, 8), the broken mechanism.
     The T5 trains full without DP only (opacus cannot split its position bias's per-row gradients)."""
     grid = {"t5-full-none": ("t5", "full", [])}
-    for model, method, epsilons in (("t5", "lora", (1, 4, 8)), ("gpt2", "full", (1, 4, 8)), ("gpt2", "lora", (8,))):
+    for model, method, epsilons in (("t5", "lora", (1, 4, 8)), ("gpt2", "full", (1, 4, 8)), ("gpt2", "lora", (1, 8))):
         grid[f"{model}-{method}-none"] = (model, method, [])
         for epsilon in epsilons:
             grid[f"{model}-{method}-dp{epsilon}"] = (model, method, ["--dp-epsilon", str(epsilon)])
@@ -85,8 +91,13 @@ def summary(entry: dict) -> dict:
         tags = metric["tags"]
         if metric["name"] == "audited_epsilon":
             found = by_epoch.setdefault(tags["epoch"], {})
-            # the record's keys stay `audited_steinke` / `audited_gaussian-fdp` (the tag says "-conditional" now)
-            found[f"audited_{tags['bound'].removesuffix('-conditional')}"] = metric.get("per_seed") or [metric["value"]]
+            # the record's keys stay `audited_steinke` / `audited_gaussian-fdp` (the tag says "-conditional" now);
+            # the white-box canaries' (`--gradient-canaries`) are `gradient_audited_...`
+            prefix = "gradient_" if tags.get("group") == "gradient-canary" else ""
+            found[f"{prefix}audited_{tags['bound'].removesuffix('-conditional')}"] = (metric.get("per_seed")
+                                                                                     or [metric["value"]])
+        elif metric["name"] == "auc" and tags.get("group") == "gradient-canary":
+            by_epoch.setdefault(tags["epoch"], {})["gradient_auc"] = metric.get("per_seed") or [metric["value"]]
         elif metric["name"] == "auc" and tags.get("group") == "canary":
             by_epoch.setdefault(tags["epoch"], {})["auc"] = metric.get("per_seed") or [metric["value"]]
         elif metric["name"] == "claimed_epsilon":
@@ -161,6 +172,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated run labels (default: every run)")
     parser.add_argument("--seeds", type=int, default=2, help="fine-tuning seeds per run (default 2)")
+    parser.add_argument("--gradient-canaries", type=int, default=0, metavar="M",
+                        help="also audit every DP run with M white-box gradient canaries (--audit-gradient-canaries)")
     parser.add_argument("--plot", metavar="PNG", help="draw audited against claimed epsilon into PNG")
     parser.add_argument("--from", dest="source", metavar="RECORD", help="with --plot: draw from this record "
                         "instead of running")
@@ -175,13 +188,15 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown runs {', '.join(unknown)}; known: {', '.join(grid)}")
     models = {grid[label][0] for label in chosen}
-    report: dict = {"task_flags": TASK_FLAGS, "seeds": args.seeds, "runs": {},
+    report: dict = {"task_flags": TASK_FLAGS, "seeds": args.seeds, "gradient_canaries": args.gradient_canaries,
+                    "runs": {},
                     "models": {k: str(v.relative_to(WEIGHTS.parents[2])) if isinstance(v, Path) else v
                                for k, v in MODELS.items() if k in models}}
     for label in chosen:
         model, method, dp = grid[label]
+        gradient = ["--audit-gradient-canaries", str(args.gradient_canaries)] if dp and args.gradient_canaries else []
         flags = ([*COST[label][1], "--finetune-seeds", str(args.seeds)] if label in COST else
-                 [*TASK_FLAGS, *METHODS[model][method], *dp, *(NO_EXTRACTION if dp else []),
+                 [*TASK_FLAGS, *METHODS[model][method], *dp, *(NO_EXTRACTION if dp else []), *gradient,
                   "--finetune-seeds", str(args.seeds)])
         with tempfile.TemporaryDirectory() as scratch:
             entries, seconds = evaluate_pinned(MODELS[model], "privacy_extraction", flags, Path(scratch) / "out")

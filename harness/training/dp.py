@@ -23,6 +23,10 @@ rows, protected as a group of k):
   (Mironov 2017). After training the accountant's ε for the steps actually taken is recorded beside the
   target (`epsilon_spent` ≤ `claimed_epsilon`).
 
+With `gradient_canaries` (the one-run audit's white-box canaries, `harness.training.gradient_canaries`) each
+step's included canaries add their gradients to the clipped sum before the noise (opacus' `add_noise`,
+wrapped), and their scores are taken at each evaluated epoch (the facts' `gradient_canaries`).
+
 The noise is drawn from a seeded generator, so a run is reproducible; a deployment's DP training would draw
 it from a cryptographically secure source (opacus' `secure_mode`), which changes nothing of the guarantee's
 arithmetic. `no_noise_for_testing` is the broken mechanism of the audit's known truth (issue 63): it clips
@@ -43,19 +47,22 @@ from typing import Callable
 import torch
 
 from harness.core.errors import UserError
+from harness.training.gradient_canaries import CanaryGradients, GradientCanaries
 
 ACCOUNTANTS = ("prv", "rdp")
 
 
 @dataclass(frozen=True)
 class DPSettings:
-    """The privacy target (ε, δ), the per-row clipping norm C, the accountant, and the test-only switch."""
+    """The privacy target (ε, δ), the per-row clipping norm C, the accountant, the test-only switch, and the
+    one-run audit's white-box canaries (`gradient_canaries`; None: none)."""
 
     epsilon: float
     delta: float
     max_grad_norm: float
     accountant: str = "prv"
     no_noise_for_testing: bool = False
+    gradient_canaries: GradientCanaries | None = None
 
 
 DEFAULT_DELTA_CAP = 1e-5  # Abadi et al. 2016's delta (MNIST, 60,000 rows)
@@ -176,6 +183,17 @@ def train_dp(model, tokenizer, rows: list[dict], settings, evaluate_at: set[int]
                             noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm, expected_batch_size=batch,
                             loss_reduction="sum", generator=noise)
     accountant = create_accountant(dp.accountant)
+    canaries = None
+    if dp.gradient_canaries is not None:  # their gradients join the clipped sum before the noise
+        canaries = CanaryGradients(dp.gradient_canaries, trainable, dp.max_grad_norm, sample_rate, settings.seed)
+        plain_noise = optimizer.add_noise
+
+        def add_noise_after_canaries() -> None:
+            canaries.add_to_sums()
+            plain_noise()
+
+        optimizer.add_noise = add_noise_after_canaries  # what opacus' pre_step calls after clipping
+    canary_scores: dict[str, list[float]] = {}
     losses, empty, checked = [], 0, False
     bar = progress_bar(total=total_steps, step="DP fine-tuning", unit="step", leave=False, show=progress)
     started = time.perf_counter()
@@ -212,6 +230,8 @@ def train_dp(model, tokenizer, rows: list[dict], settings, evaluate_at: set[int]
                     masks.restore()
                 bar.update(1)
                 if step % steps_per_epoch == 0 and step // steps_per_epoch in evaluate_at:
+                    if canaries is not None:
+                        canary_scores[str(step // steps_per_epoch)] = canaries.scores()
                     wrapped.eval()
                     with torch.no_grad(), paused(bar):
                         on_checkpoint(step // steps_per_epoch, base)
@@ -236,4 +256,6 @@ def train_dp(model, tokenizer, rows: list[dict], settings, evaluate_at: set[int]
              "train_loss": round(sum(losses) / max(len(losses), 1), 5), "rows_per_epoch": n, "dp": record}
     if masks is not None:
         facts["kept_zero_weights"] = masks.zeros
+    if canaries is not None:  # the task audits them and moves them out of its fine-tuning facts
+        facts["gradient_canaries"] = {"inclusion": canaries.inclusion(), "scores": canary_scores}
     return facts

@@ -61,6 +61,7 @@ from harness.training.finetune import (
     training_rows,
 )
 from harness.training.dp import default_delta
+from harness.training.gradient_canaries import GradientCanaries
 from harness.training.memory import Estimate, check_fits, estimate, model_device, model_shape
 from harness.training.method import FinetuneMethodConfig
 
@@ -95,7 +96,11 @@ class PrivacyConfig(PaperPreset, ExtractionConfig, FinetuneMethodConfig):
         "strings, each in the fine-tuning with probability 1/2; their loss drops give audited epsilon lower "
         "bounds (0, the default for now: no audit)"))
     audit_confidence: float = Field(CONFIDENCE, gt=0, lt=1, description="the audited epsilon's one-sided "
-                                    "confidence (with --audit-canaries)")
+                                    "confidence (with --audit-canaries or --audit-gradient-canaries)")
+    audit_gradient_canaries: NonNegativeInt = Field(0, description=(
+        "white-box canaries for the one-run audit of DP-SGD (with --dp-epsilon; Steinke et al. 2023): each a "
+        "parameter coordinate whose clipped gradient joins the noisy sum with probability 1/2; they audit the "
+        "mechanism's claim where the text canaries show nothing (LoRA). 0, the default: none"))
     sparse_finetuning: Literal["auto", "keep-zeros", "all-weights"] = Field(
         "auto", description="keep-zeros: the weights zero at the start stay zero through fine-tuning (sparse "
         "fine-tuning, as Yoon & Lee fine-tune their pruned T5s; full fine-tuning only); all-weights: every weight "
@@ -104,12 +109,17 @@ class PrivacyConfig(PaperPreset, ExtractionConfig, FinetuneMethodConfig):
 
     def fields_left_out(self) -> tuple[str, ...]:
         """Without an audit its settings stay out of the dump (results from before it keep their hash)."""
-        return (() if self.audit_canaries else ("audit_canaries", "audit_confidence")) + super().fields_left_out()
+        audited = self.audit_canaries or self.audit_gradient_canaries
+        return ((() if self.audit_canaries else ("audit_canaries",))
+                + (() if audited else ("audit_confidence",))
+                + (() if self.audit_gradient_canaries else ("audit_gradient_canaries",)) + super().fields_left_out())
 
     @model_validator(mode="after")
     def _confidence_needs_an_audit(self):
-        if self.audit_canaries == 0 and self.audit_confidence != CONFIDENCE:
-            raise ValueError("--audit-confidence needs --audit-canaries")
+        if self.audit_canaries == 0 and self.audit_gradient_canaries == 0 and self.audit_confidence != CONFIDENCE:
+            raise ValueError("--audit-confidence needs --audit-canaries or --audit-gradient-canaries")
+        if self.audit_gradient_canaries and self.dp_epsilon is None:
+            raise ValueError("--audit-gradient-canaries needs --dp-epsilon: its canaries join DP-SGD's clipped sum")
         return self
 
     @model_validator(mode="after")
@@ -263,6 +273,13 @@ AUDIT_BOUNDS = ("steinke", "gaussian-fdp-conditional")
 # figures reported as the largest over the fine-tuning seeds (each seed's audit corrected for their number), not
 # their mean: a mean of lower bounds is no bound at the stated confidence
 LARGEST_OVER_SEEDS = frozenset({"audited_epsilon"})
+AUDIT_BOUND_MEANINGS = {
+    AUDIT_BOUNDS[0]: "Steinke et al. 2023: a lower bound on epsilon for any (epsilon, delta)-DP mechanism: the headline",
+    AUDIT_BOUNDS[1]: "Mahloujifar et al. 2025: refutes mu-GDP and converts the refuted mu to epsilon at delta; "
+                     "conditional: an (epsilon, delta) bound only for a mechanism whose trade-off curve is Gaussian "
+                     "(fine-tuning without DP is not; Poisson-subsampled DP-SGD only approximately)"}
+# the `group` tag of the white-box canaries' audit (`harness.training.gradient_canaries`)
+GRADIENT_CANARIES = "gradient-canary"
 
 
 def inclusion(canary: Secret) -> str:
@@ -279,35 +296,36 @@ def canary_scores(before: list[np.ndarray], after: list[np.ndarray]) -> np.ndarr
     return np.array([float(np.mean(a) - np.mean(b)) if len(a) else 0.0 for a, b in zip(after, before, strict=True)])
 
 
-def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta: float,
-                  confidence: float, family: int = 1) -> tuple[list[Metric], dict]:
+def audit_metrics(included: np.ndarray, scores: np.ndarray, epoch: int, delta: float, confidence: float,
+                  family: int = 1, group: str = CANARIES, score: str = "loss drop") -> tuple[list[Metric], dict]:
     """The one-run audit after `epoch` epochs (`harness.metrics.privacy_audit`, its default guess rule) of one
     fine-tuning seed of `family` (the seeds whose largest bound the task reports: each cell is tested at
     (1 - confidence) / (8 family)): the audited epsilon lower bounds at the run's `delta`, Steinke et al.'s and
     Mahloujifar et al.'s conditional Gaussian f-DP one, each with its ceiling; and the audit's record: the
     guesses that made each bound (k+, k-, r, v), the confidence per cell after the correction, the ceilings
-    and every canary's score at full precision (`info.audit.inclusion` holds the bits), from which
-    `recompute_audit` gives the same bounds."""
-    included = np.array([c.times == 1 for c in canaries])
-    tags = {"epoch": str(epoch), "group": CANARIES, "confidence": f"{confidence:g}"}
-    auc_tags = {"epoch": str(epoch), "group": CANARIES, "score": "loss drop"}
+    and every canary's score at full precision (the audit's info holds the inclusion bits), from which
+    `recompute_audit` gives the same bounds. `group`: the canaries' tag (the text canaries, `CANARIES`, or the
+    white-box gradient canaries, `GRADIENT_CANARIES`); `score`: the AUC's score tag."""
+    m_canaries = len(included)
+    tags = {"epoch": str(epoch), "group": group, "confidence": f"{confidence:g}"}
+    auc_tags = {"epoch": str(epoch), "group": group, "score": score}
     broken = int((~np.isfinite(scores)).sum())
     if broken:  # a fine-tuning that diverged (NaN) or a target it made impossible (-inf): no bound to state
-        return ([Metric(name="audited_epsilon", value=None, n=len(canaries), tags={**tags, "bound": bound})
-                 for bound in AUDIT_BOUNDS] + [Metric(name="auc", value=None, n=len(canaries), tags=auc_tags)],
-                {"epoch": epoch, "not_computed": f"{broken} of {len(canaries)} canary scores are not finite (the "
-                                                 "fine-tuned model's log-probabilities: NaN or -inf)"})
+        return ([Metric(name="audited_epsilon", value=None, n=m_canaries, tags={**tags, "bound": bound})
+                 for bound in AUDIT_BOUNDS] + [Metric(name="auc", value=None, n=m_canaries, tags=auc_tags)],
+                {"epoch": epoch, "not_computed": f"{broken} of {m_canaries} canary scores are not finite (the "
+                                                 "fine-tuned model's log-probabilities or parameters: NaN or inf)"})
     steinke, fdp = (privacy_audit(scores, included, delta, confidence, select_by=rule, seed=TIE_BREAK_SEED,
                                   family=family) for rule in ("steinke", "fdp"))
-    metrics = [Metric(name="audited_epsilon", value=steinke.epsilon_steinke, n=len(canaries),
+    metrics = [Metric(name="audited_epsilon", value=steinke.epsilon_steinke, n=m_canaries,
                       ceiling=steinke.ceiling_steinke, tags={**tags, "bound": AUDIT_BOUNDS[0]}),
-               Metric(name="audited_epsilon", value=fdp.epsilon_fdp, n=len(canaries), ceiling=fdp.ceiling_fdp,
+               Metric(name="audited_epsilon", value=fdp.epsilon_fdp, n=m_canaries, ceiling=fdp.ceiling_fdp,
                       tags={**tags, "bound": AUDIT_BOUNDS[1]})]
     guesses = {name: {"k_plus": a.k_plus, "k_minus": a.k_minus, "r": a.r, "v": a.v}
                for name, a in zip(AUDIT_BOUNDS, (steinke, fdp))}
     guesses[AUDIT_BOUNDS[1]]["mu"] = fdp.mu_fdp
     separable = 0 < included.sum() < len(included)
-    metrics.append(Metric(name="auc", value=m.roc_auc(included, scores) if separable else None, n=len(canaries),
+    metrics.append(Metric(name="auc", value=m.roc_auc(included, scores) if separable else None, n=m_canaries,
                           tags=auc_tags))
     return metrics, {"epoch": epoch, "guesses": guesses, "family": family, "cells": steinke.cells,
                      "confidence_per_cell": steinke.confidence_per_cell,
@@ -315,6 +333,14 @@ def audit_metrics(canaries: list[Secret], scores: np.ndarray, epoch: int, delta:
                      "at_ceiling": [bound for bound, audit, rule in zip(AUDIT_BOUNDS, (steinke, fdp), ("steinke", "fdp"))
                                     if audit.at_ceiling(rule)],
                      "scores": [float(x) for x in scores]}
+
+
+def reported_rule(seeds: int, confidence: float) -> str:
+    """How an audit's `audited_epsilon` is reported, in words for the results file's info."""
+    return (f"audited_epsilon after each epoch: the largest of the {seeds} fine-tuning seeds' audits, each cell "
+            f"tested at (1 - {confidence:g}) / (8 x {seeds}), so it holds at {confidence:g}; per_seed: each seed's "
+            "bound; each epoch is a figure of its own (the largest over E epochs holds at 1 - E (1 - confidence)); a "
+            "value at its ceiling (the most these canaries can show) reads '>=' on the boards")
 
 
 def recompute_audit(audit_info: dict, run: dict) -> dict[str, float]:
@@ -526,8 +552,8 @@ class PrivacyExtraction(Task):
                                  n=len(unique), tags={"epoch": str(epoch), "group": "unique"}))
             canary_score = canary_scores(public[len(unique):], tuned[len(unique):])
             if canaries and epoch > 0:
-                audited, found_guesses = audit_metrics(canaries, canary_score, epoch, audit_delta,
-                                                       config.audit_confidence, config.finetune_seeds)
+                audited, found_guesses = audit_metrics(np.array([c.times == 1 for c in canaries]), canary_score, epoch,
+                                                       audit_delta, config.audit_confidence, config.finetune_seeds)
                 result += audited + canary_losses(canaries, tuned[len(unique):], epoch)
                 audit_runs.append({"finetune_seed": seed, **found_guesses})
             if claimed is not None and epoch > 0:
@@ -556,11 +582,28 @@ class PrivacyExtraction(Task):
         rows = {name: training_rows(tokenizer, [pairs[i] for i in indices], [data[i].times for i in indices], seq2seq,
                                     settings) for name, indices in experiments.items()}
         # the audit's delta: the DP run's, else the default a DP run on these rows would take (`default_delta`)
-        audited_rows = len(next((rows[name] for name, indices in experiments.items()
-                                 if canary_indices and canary_indices[0] in indices), next(iter(rows.values()))))
+        audited_name = next((name for name, indices in experiments.items()
+                             if canary_indices and canary_indices[0] in indices), next(iter(rows)))
+        audited_rows = len(rows[audited_name])
         claimed = config.dp_settings(audited_rows)
         audit_delta = claimed.delta if claimed is not None else default_delta(audited_rows)
         audit_runs: list[dict] = []
+        # the white-box canaries join the fine-tuning that holds the text canaries (`--finetunes separate`: the unique
+        # strings'), drawn from --data-seed like them; with --limit N at most N
+        gradient = (GradientCanaries(min(config.audit_gradient_canaries, context.limit or config.audit_gradient_canaries),
+                                     config.data_seed) if config.audit_gradient_canaries else None)
+        gradient_runs: list[dict] = []
+        gradient_inclusion = ""
+
+        def gradient_audit(epoch: int, seed: int, found: dict) -> list[Metric]:
+            """The white-box canaries' audit after `epoch` epochs of the run with `seed` (their scores in `found`,
+            the fine-tuning's record of them)."""
+            included = np.array([bit == "1" for bit in found["inclusion"]])
+            audited, record = audit_metrics(included, np.array(found["scores"][str(epoch)]), epoch, audit_delta,
+                                            config.audit_confidence, config.finetune_seeds, GRADIENT_CANARIES,
+                                            "parameter shift")
+            gradient_runs.append({"finetune_seed": seed, **record})
+            return audited
         everything = list(range(len(data)))
         metrics = report(0, None, [read(model.model, everything)])
         seeds = [config.finetune_seed + k for k in range(config.finetune_seeds)]
@@ -568,6 +611,7 @@ class PrivacyExtraction(Task):
         facts: dict[str, list[dict]] = {name: [] for name in experiments}
         for number, seed in enumerate(seeds, 1):
             readings: dict[int, list[Reading]] = {}  # epoch -> a reading per experiment
+            found_gradient: dict = {}
             for name, indices in experiments.items():
                 def on_checkpoint(epoch: int, net, indices: list[int] = indices) -> None:
                     readings.setdefault(epoch, []).append(read(net, indices))
@@ -575,14 +619,18 @@ class PrivacyExtraction(Task):
                 # every seed (and experiment) fine-tunes a fresh copy; with LoRA a fresh adapter, on the loaded weights
                 tuned_model = copy.deepcopy(model.model) if settings.lora is None else shared_weights_copy(model.model)
                 label = f"seed {seed} ({number}/{len(seeds)})" + ("" if name == JOINT else f", {name}")
+                dp = config.dp_settings(len(rows[name]))
+                if gradient is not None and name == audited_name:
+                    dp = dataclasses.replace(dp, gradient_canaries=gradient)
                 with sublabelled(label):  # each run's bars say which run they are
                     facts[name].append(finetune(tuned_model, tokenizer, rows[name],
-                                                dataclasses.replace(settings, seed=seed,
-                                                                    dp=config.dp_settings(len(rows[name]))),
-                                                set(config.epochs),
+                                                dataclasses.replace(settings, seed=seed, dp=dp), set(config.epochs),
                                                 on_checkpoint, context.progress))
+                found_gradient = facts[name][-1].pop("gradient_canaries", found_gradient)
                 del tuned_model
-            runs.append([metric for epoch in sorted(readings) for metric in report(epoch, seed, readings[epoch])])
+            gradient_inclusion = found_gradient.get("inclusion", "")
+            runs.append([metric for epoch in sorted(readings) for metric in report(epoch, seed, readings[epoch])
+                         + (gradient_audit(epoch, seed, found_gradient) if found_gradient else [])])
         metrics += over_seeds(runs)
         n_rows = sum(len(found) for found in rows.values())
         sources, targets = encode_pairs(tokenizer, [s for s, _ in pairs], [t for _, t in pairs], seq2seq, None, None)
@@ -621,21 +669,29 @@ class PrivacyExtraction(Task):
                 "delta": audit_delta, "delta_rule": ("the DP run's delta" if claimed is not None else
                                                      "min(1e-5, 1 / n^1.1) for the n training rows per epoch (no DP)"),
                 "training_rows": audited_rows, "confidence": config.audit_confidence,
-                "bounds": {AUDIT_BOUNDS[0]: "Steinke et al. 2023: a lower bound on epsilon for any (epsilon, "
-                                            "delta)-DP mechanism: the headline",
-                           AUDIT_BOUNDS[1]: "Mahloujifar et al. 2025: refutes mu-GDP and converts the refuted mu to "
-                                            "epsilon at delta; conditional: an (epsilon, delta) bound only for a "
-                                            "mechanism whose trade-off curve is Gaussian (fine-tuning without DP "
-                                            "is not; Poisson-subsampled DP-SGD only approximately)"},
+                "bounds": AUDIT_BOUND_MEANINGS,
                 "guess_rule": BonferroniGrid().describe(),
-                "reported": (f"audited_epsilon after each epoch: the largest of the {len(seeds)} fine-tuning seeds' "
-                             f"audits, each cell tested at (1 - {config.audit_confidence:g}) / (8 x {len(seeds)}), so "
-                             f"it holds at {config.audit_confidence:g}; per_seed: each seed's bound; each epoch is a "
-                             "figure of its own (the largest over E epochs holds at 1 - E (1 - confidence)); a value at "
-                             "its ceiling (the most these canaries can show) reads '>=' on the boards"),
+                "reported": reported_rule(len(seeds), config.audit_confidence),
                 "runs": audit_runs,
                 "meaning": "a lower bound on the epsilon of the training algorithm at this confidence, under this "
                            "canary design; not its true epsilon"}
+        if gradient is not None:
+            info["gradient_audit"] = {
+                "canaries": gradient.m, "included": gradient_inclusion.count("1"), "inclusion": gradient_inclusion,
+                "tie_break_seed": TIE_BREAK_SEED, "delta": audit_delta, "confidence": config.audit_confidence,
+                "design": "white-box gradient canaries (Steinke et al. 2023; Nasr et al. 2023's Dirac canaries): each "
+                          "a coordinate of the trainable parameters and a sign, drawn from --data-seed, in the "
+                          "fine-tuning with probability 1/2; an included canary joins each DP-SGD step with the rows' "
+                          "sampling rate, its gradient sign x C on its coordinate added to the clipped sum before the "
+                          "noise (harness/training/gradient_canaries.py)",
+                "score": "sign x (parameter before fine-tuning - after) at the canary's coordinate: how far it moved "
+                         "down the canary's gradient",
+                "bounds": AUDIT_BOUND_MEANINGS,
+                "guess_rule": BonferroniGrid().describe(),
+                "reported": reported_rule(len(seeds), config.audit_confidence),
+                "runs": gradient_runs,
+                "meaning": "a lower bound on the epsilon of the DP-SGD mechanism as run; it audits the mechanism's "
+                           "claim, not what the model learns from text"}
         if claimed is not None:
             info["dp"] = {"claimed_epsilon": claimed.epsilon, "delta": claimed.delta,
                           "no_noise_for_testing": claimed.no_noise_for_testing}

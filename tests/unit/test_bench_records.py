@@ -169,6 +169,27 @@ def dp_first(run: dict, epoch: str | None = None) -> list[float]:
     return [found[f"audited_{bound}"][0] for bound in ("steinke", "gaussian-fdp")]
 
 
+def gradient_first(run: dict, epoch: str | None = None) -> list[float]:
+    """`dp_first` of the run's white-box gradient canaries (`--gradient-canaries`)."""
+    found = run["epochs"][epoch or max(run["epochs"], key=int)]
+    return [found[f"gradient_audited_{bound}"][0] for bound in ("steinke", "gaussian-fdp")]
+
+
+def gradient_row(label: str) -> Citation:
+    """A row of docs/dp.md's gradient canaries' table: the claim, σ, the gradient canaries' two figures and AUC, and
+    the text canaries' Steinke bound, the first seed's after the last epoch."""
+    model, method, rest = label.split("-", 2)
+    claim = {"broken1": "1 (no noise)"}.get(rest, rest.removeprefix("dp"))
+
+    def values(report: dict) -> list[float]:
+        run = report["runs"][label]
+        last = run["epochs"][max(run["epochs"], key=int)]
+        return [run["dp"][0]["noise_multiplier"], *gradient_first(run), last["gradient_auc"][0], dp_first(run)[0]]
+
+    return Citation("docs/dp.md", "bench_dp_audit--gradient",
+                    f"| {DP_MODELS[model]} {method} | {claim} | {{}} | {{}} / {{}} | {{}} | {{}} |", values)
+
+
 def audit_cost(plain: dict, audited: dict) -> list[float]:
     """docs/dp.md's cost: the task's seconds without and with the audit, the audit's share in %, rows an epoch."""
     return [plain["wall_time_s"], audited["wall_time_s"], 100 * (1 - plain["wall_time_s"] / audited["wall_time_s"]),
@@ -634,6 +655,20 @@ CITATIONS = [
              "1,000 canaries) | below {} |", lambda r: [dp_first(r["runs"]["smollm2-full-none"])[0]] * 2),
     Citation("docs/dp.md", "bench_dp_audit--smollm2", "| SmolLM2 lora, 4 epochs | {} (no DP) | none |",
              lambda r: [0.0] if dp_first(r["runs"]["smollm2-lora-none"])[0] == 0 else []),
+    # docs/dp.md: the white-box gradient canaries' table
+    *[gradient_row(label) for label in ("gpt2-lora-broken1", "gpt2-lora-dp1", "gpt2-lora-dp8", "t5-lora-broken1",
+                                        "t5-lora-dp1", "gpt2-full-broken1", "gpt2-full-dp1")],
+    Citation("docs/dp.md", "bench_dp_audit--gradient", "The LoRA runs that claim ε = 1 without noise audit {} with "
+             "text canaries and {} with gradient canaries: caught, on both models",
+             lambda r: [*one_value([dp_first(r["runs"][f"{m}-lora-broken1"])[0] for m in ("gpt2", "t5")]),
+                        *one_value([round(gradient_first(r["runs"][f"{m}-lora-broken1"])[0], 6) for m in ("gpt2", "t5")])]
+             if all(gradient_first(r["runs"][f"{m}-lora-broken1"])[0] > 1 for m in ("gpt2", "t5")) else []),
+    Citation("docs/dp.md", "bench_dp_audit--gradient", "Every run with its noise stays within its claim by both figures",
+             lambda r: [] if all(max(gradient_first(run) + dp_first(run)) <= run["dp"][0]["claimed_epsilon"]
+                                 for label, run in r["runs"].items() if "-dp" in label) else [1.0]),
+    Citation("docs/dp.md", "bench_dp_audit--gradient", "With full fine-tuning the text canaries show more ({} against "
+             "{})", lambda r: [dp_first(r["runs"]["gpt2-full-broken1"])[0],
+                               gradient_first(r["runs"]["gpt2-full-broken1"])[0]]),
     Citation("docs/dp.md", "bench_dp_audit--smollm2-dp8", "With DP at ε = {} the LoRA run audits {}, within its claim",
              lambda r: [r["runs"]["smollm2-lora-dp8"]["dp"][0]["claimed_epsilon"],
                         *one_value(dp_first(r["runs"]["smollm2-lora-dp8"]))]
