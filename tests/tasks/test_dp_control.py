@@ -9,7 +9,8 @@ import pytest
 
 from harness.metrics.privacy_audit import epsilon_ceiling
 from harness.reference.controls import DP_CONTROL_DP, DP_CONTROL_EXPECTATIONS, DP_CONTROL_NONE, committed_report
-from tasks.privacy_extraction.task import AUDIT_BOUNDS, PrivacyExtraction, recompute_audit
+from tasks.privacy_extraction.audit import AUDIT_BOUNDS, recompute_audit
+from tasks.privacy_extraction.task import PrivacyExtraction
 from tests.helpers.committed import committed_files
 from tests.helpers.jax_privacy import auditing
 

@@ -409,7 +409,7 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     assert set(bounds) == {"steinke", "gaussian-fdp-conditional"} and all(v >= 0 for v in bounds.values())
     # each audit's record: the guesses (r, v), its confidence per cell, its ceiling, every canary's score; the
     # bounds follow from the stored scores and inclusion bits
-    from tasks.privacy_extraction.task import recompute_audit
+    from tasks.privacy_extraction.audit import recompute_audit
 
     [run] = audit["runs"]
     assert audit["inclusion"] == "".join(str(r["times"]) for r in canaries)  # the canaries' order, as the scores'
@@ -462,10 +462,10 @@ def test_an_audit_of_scores_that_are_not_finite_states_no_bound():
     import numpy as np
 
     from tasks.privacy_extraction.data import audit_canaries
-    from tasks.privacy_extraction.task import audit_metrics
+    from tasks.privacy_extraction.audit import audit_metrics
 
     canaries = audit_canaries(0, 10, 20)
     scores = np.linspace(0, 1, 20)
     scores[3] = np.nan
-    metrics, facts = audit_metrics(canaries, scores, 1, 1e-5, 0.95)
+    metrics, facts = audit_metrics(np.array([c.times == 1 for c in canaries]), scores, 1, 1e-5, 0.95)
     assert [x.value for x in metrics] == [None, None, None] and "1 of 20" in facts["not_computed"]
