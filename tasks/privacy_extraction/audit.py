@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.core.results import Metric
 from harness.metrics import memorization as m
-from harness.metrics.privacy_audit import privacy_audit
+from harness.metrics.privacy_audit import BonferroniGrid, privacy_audit
 from tasks.privacy_extraction.data import CANARIES, Secret
 
 TIE_BREAK_SEED = 0  # the audit's random order among tied canary scores (`privacy_audit.score_order`)
@@ -90,6 +90,15 @@ def reported_rule(seeds: int, confidence: float) -> str:
             f"tested at (1 - {confidence:g}) / (8 x {seeds}), so it holds at {confidence:g}; per_seed: each seed's "
             "bound; each epoch is a figure of its own (the largest over E epochs holds at 1 - E (1 - confidence)); a "
             "value at its ceiling (the most these canaries can show) reads '>=' on the boards")
+
+
+def audit_record(inclusion_bits: str, delta: float, confidence: float, seeds: int, runs: list[dict]) -> dict:
+    """What every audit's info holds besides its design: the inclusion bits (each run's `scores` are in their
+    order; with them and `tie_break_seed` a run's bounds follow, `recompute_audit`), δ, the confidence, what each
+    bound means, the guess rule, how the figure over seeds is reported, and the runs' records (`audit_metrics`)."""
+    return {"inclusion": inclusion_bits, "tie_break_seed": TIE_BREAK_SEED, "delta": delta, "confidence": confidence,
+            "bounds": AUDIT_BOUND_MEANINGS, "guess_rule": BonferroniGrid().describe(),
+            "reported": reported_rule(seeds, confidence), "runs": runs}
 
 
 def recompute_audit(audit_info: dict, run: dict) -> dict[str, float]:

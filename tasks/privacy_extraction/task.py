@@ -24,7 +24,7 @@ from harness.core.progress import sublabelled
 from harness.core.results import Headline, Metric
 from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskResult, register
 from harness.metrics import memorization as m
-from harness.metrics.privacy_audit import CONFIDENCE, DEFAULT_CANARIES, BonferroniGrid
+from harness.metrics.privacy_audit import CONFIDENCE, DEFAULT_CANARIES
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
 from harness.scoring.extraction import log_pz, pair_extraction_logprobs
 from harness.scoring.extraction_report import (
@@ -36,15 +36,13 @@ from harness.scoring.extraction_report import (
 from harness.scoring.generation import greedy_continuations
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.audit import (
-    AUDIT_BOUND_MEANINGS,
     GRADIENT_CANARIES,
     LARGEST_OVER_SEEDS,
-    TIE_BREAK_SEED,
     audit_metrics,
+    audit_record,
     canary_losses,
     canary_scores,
     inclusion,
-    reported_rule,
 )
 from tasks.privacy_extraction.data import (
     CANARIES,
@@ -567,8 +565,8 @@ class PrivacyExtraction(Task):
             info["audit"] = {
                 "canaries": len(canaries), "included": sum(c.times for c in canaries),
                 "included_ids": [c.sample_id for c in canaries if c.times],
-                # each run's `scores` are in this order; with these bits and `tie_break_seed` they give its bounds
-                "inclusion": "".join(str(c.times) for c in canaries), "tie_break_seed": TIE_BREAK_SEED,
+                **audit_record("".join(str(c.times) for c in canaries), audit_delta, config.audit_confidence,
+                               len(seeds), audit_runs),
                 "design": "Steinke, Nasr & Jagielski 2023: random strings of the unique strings' generator, each in "
                           "the fine-tuning (once per epoch) with probability 1/2, independently (seeded by "
                           "--data-seed); audited after every evaluated epoch of every fine-tuning seed",
@@ -576,17 +574,13 @@ class PrivacyExtraction(Task):
                          "over the target's tokens",
                 "delta": audit_delta, "delta_rule": ("the DP run's delta" if claimed is not None else
                                                      "min(1e-5, 1 / n^1.1) for the n training rows per epoch (no DP)"),
-                "training_rows": audited_rows, "confidence": config.audit_confidence,
-                "bounds": AUDIT_BOUND_MEANINGS,
-                "guess_rule": BonferroniGrid().describe(),
-                "reported": reported_rule(len(seeds), config.audit_confidence),
-                "runs": audit_runs,
+                "training_rows": audited_rows,
                 "meaning": "a lower bound on the epsilon of the training algorithm at this confidence, under this "
                            "canary design; not its true epsilon"}
         if gradient is not None:
             info["gradient_audit"] = {
-                "canaries": gradient.m, "included": gradient_inclusion.count("1"), "inclusion": gradient_inclusion,
-                "tie_break_seed": TIE_BREAK_SEED, "delta": audit_delta, "confidence": config.audit_confidence,
+                "canaries": gradient.m, "included": gradient_inclusion.count("1"),
+                **audit_record(gradient_inclusion, audit_delta, config.audit_confidence, len(seeds), gradient_runs),
                 "design": "white-box gradient canaries (Steinke et al. 2023; Nasr et al. 2023's Dirac canaries): each "
                           "a coordinate of the trainable parameters and a sign, drawn from --data-seed, in the "
                           "fine-tuning with probability 1/2; an included canary joins each DP-SGD step with the rows' "
@@ -594,10 +588,6 @@ class PrivacyExtraction(Task):
                           "noise (harness/training/gradient_canaries.py)",
                 "score": "sign x (parameter before fine-tuning - after) at the canary's coordinate: how far it moved "
                          "down the canary's gradient",
-                "bounds": AUDIT_BOUND_MEANINGS,
-                "guess_rule": BonferroniGrid().describe(),
-                "reported": reported_rule(len(seeds), config.audit_confidence),
-                "runs": gradient_runs,
                 "meaning": "a lower bound on the epsilon of the DP-SGD mechanism as run; it audits the mechanism's "
                            "claim, not what the model learns from text"}
         if claimed is not None:

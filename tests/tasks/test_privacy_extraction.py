@@ -394,9 +394,12 @@ def test_bad_extraction_settings_are_one_line_naming_the_task_and_flags(setting,
 def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds(tmp_path, tiny_lm):
     """--audit-canaries with --dp-epsilon: the canaries drawn in (times 1) are exactly those trained on, each
     canary carries its score, both bounds are reported after the epoch beside the claim, and the run's DP
-    record (noise calibrated to the claim at the audit's delta) is in the results."""
+    record (noise calibrated to the claim at the audit's delta) is in the results; white-box gradient canaries
+    beside the text canaries have an audit and record of their own."""
+    from tasks.privacy_extraction.audit import recompute_audit
+
     entry = evaluate_tiny(tiny_lm, tmp_path / "dp", "--audit-canaries", "3", "--dp-epsilon", "8",
-                          "--finetune-seeds", "1")
+                          "--finetune-seeds", "1", "--audit-gradient-canaries", "5")
     audit, included = entry["info"]["audit"], entry["info"]["audit"]["included"]
     assert audit["canaries"] == 3 and len(audit["included_ids"]) == included
     assert entry["counts"]["training_rows_per_epoch"] == 15 + 3 + 3 + included  # --limit 3 keeps 3 canaries
@@ -405,11 +408,19 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     canaries = [r for r in rows if r["group"] == "canary" and r["epoch"] == 1 and r["finetune_seed"] == 42]
     assert sorted(r["id"] for r in canaries if r["times"] == 1) == sorted(audit["included_ids"])
     assert all(isinstance(r["audit_score"], float) for r in canaries)
-    bounds = {x["tags"]["bound"]: x["value"] for x in entry["metrics"] if x["name"] == "audited_epsilon"}
+    bounds = {x["tags"]["bound"]: x["value"] for x in entry["metrics"]
+              if x["name"] == "audited_epsilon" and x["tags"]["group"] == "canary"}
     assert set(bounds) == {"steinke", "gaussian-fdp-conditional"} and all(v >= 0 for v in bounds.values())
+    # the white-box canaries (--audit-gradient-canaries; --limit 3 keeps 3): their own audit, recorded alike
+    gradient = entry["info"]["gradient_audit"]
+    [gradient_run] = gradient["runs"]
+    assert gradient["canaries"] == 3 and len(gradient["inclusion"]) == 3 == len(gradient_run["scores"])
+    assert "gradient_canaries" not in entry["info"]["finetuning"]  # moved out of the fine-tuning's facts
+    assert recompute_audit(gradient, gradient_run) == {
+        x["tags"]["bound"]: x["value"] for x in entry["metrics"]
+        if x["name"] == "audited_epsilon" and x["tags"]["group"] == "gradient-canary"}
     # each audit's record: the guesses (r, v), its confidence per cell, its ceiling, every canary's score; the
     # bounds follow from the stored scores and inclusion bits
-    from tasks.privacy_extraction.audit import recompute_audit
 
     [run] = audit["runs"]
     assert audit["inclusion"] == "".join(str(r["times"]) for r in canaries)  # the canaries' order, as the scores'
