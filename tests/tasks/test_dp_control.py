@@ -80,3 +80,21 @@ def test_the_committed_pair_holds_the_bench_record_s_audits():
                         if m.name == "audited_epsilon" and m.tags["epoch"] == epoch}
             assert reported == {bound: pytest.approx(found[f"audited_{bound}"], abs=1e-12)
                                 for bound in ("steinke", "gaussian-fdp")}
+
+
+def test_membench_reference_dp_control_makes_the_committed_files_settings():
+    """The command's checkpoint is the committed files' (the shipped `xsum-gpt2-e30`, the same recipe digest) and
+    its two runs' settings are the committed configs: running it again makes these files' runs."""
+    from harness.app.dp_control import RUNS, SETTINGS, dp_control_checkpoint
+    from harness.core.task import parse_settings
+    from harness.run.runner import build_config
+
+    checkpoint, (build, digest) = dp_control_checkpoint()
+    assert checkpoint.name == "xsum-gpt2-e30" and build == "xsum-gpt2"
+    entries = dp_control_entries()
+    files = {r.model.name.removeprefix("membench-ref/"): r for r in committed_files()
+             if r.model.name.endswith((DP_CONTROL_NONE, DP_CONTROL_DP))}
+    for name, extra in RUNS:
+        assert files[name].model.details["reference_recipe"] == {"build": build, "digest": digest}
+        config = build_config(PrivacyExtraction, parse_settings([PrivacyExtraction], SETTINGS | extra))
+        assert config.model_dump(mode="json") == entries[name].config
