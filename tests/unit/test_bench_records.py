@@ -655,6 +655,19 @@ CITATIONS = [
              "1,000 canaries) | below {} |", lambda r: [dp_first(r["runs"]["smollm2-full-none"])[0]] * 2),
     Citation("docs/dp.md", "bench_dp_audit--smollm2", "| SmolLM2 lora, 4 epochs | {} (no DP) | none |",
              lambda r: [0.0] if dp_first(r["runs"]["smollm2-lora-none"])[0] == 0 else []),
+    # docs/dataset-inference.md: the tokenizer's own leak (issue 77, item 3)
+    *[Citation("docs/dataset-inference.md", "bench_tokenizer_leak", f"| {row} | {{}} | {{}} | {{}} | {{}} ({{}} / {{}}) |",
+               lambda r, label=label: [r["models"][label]["token_count_auc"],
+                                       *(r["models"][label]["auc"][score] for score in ("dc_pdd", "min_k_20")),
+                                       *(r["models"][label]["dataset_inference"][key]
+                                         for key in ("p_value", "n_suspect", "n_validation"))])
+      for label, row in (("members-tokenizer", "fitted on the members"),
+                         ("outside-tokenizer", "fitted outside the split"))],
+    Citation("docs/dataset-inference.md", "bench_tokenizer_leak", "The random-weight twin's Min-K% 20% AUC of {} is "
+             "far from 0.5 for 200 + 200 texts with a tokenizer that never saw the split. The blind bag-of-words "
+             "baseline, which queries no model, reads {} on the same texts",
+             lambda r: [r["models"]["outside-tokenizer"]["auc"]["min_k_20"],
+                        *one_value([m["auc"]["blind_bow"] for m in r["models"].values()])]),
     # docs/dp.md: the white-box gradient canaries' table
     *[gradient_row(label) for label in ("gpt2-lora-broken1", "gpt2-lora-dp1", "gpt2-lora-dp8", "t5-lora-broken1",
                                         "t5-lora-dp1", "gpt2-full-broken1", "gpt2-full-dp1")],
