@@ -43,6 +43,12 @@ def _finite_or_none(value: Any) -> Any:
     return None if _not_finite(value) else value
 
 
+def reached_ceiling(value: float, ceiling: float | None) -> bool:
+    """Whether a measured value reached the most its measurement could show (to 1e-9): only a ceiling above 0
+    counts, since a ceiling of 0 is a measurement that can show nothing."""
+    return bool(ceiling) and value >= ceiling - 1e-9
+
+
 class Metric(_Strict):
     """One number. `tags` locate it (e.g. score=min_k_20, length=128); value None = undefined.
 
@@ -71,8 +77,8 @@ class Metric(_Strict):
 
     @property
     def at_ceiling(self) -> bool:
-        """The value reached a ceiling above 0 (to 1e-9); a ceiling of 0 is a measurement that can show nothing."""
-        return bool(self.ceiling) and self.value is not None and self.value >= self.ceiling - 1e-9
+        """`reached_ceiling` of the value."""
+        return self.value is not None and reached_ceiling(self.value, self.ceiling)
 
     @field_validator("value", "ci_low", "ci_high", "std", "ceiling", mode="before")
     @classmethod

@@ -87,6 +87,7 @@ from scipy.optimize import brentq
 from scipy.special import bdtrc, expit, gammaln, log_ndtr, ndtr, ndtri
 
 from harness.core.errors import UserError
+from harness.core.results import reached_ceiling
 
 CONFIDENCE = 0.95  # one-sided confidence that the audited epsilon is below the run's true epsilon
 DEFAULT_CANARIES = 1000  # see default_canaries() and the table above
@@ -178,7 +179,7 @@ class PrivacyAudit:
         (a ceiling of 0: too few canaries to show anything)."""
         value, ceiling = ((self.epsilon_steinke, self.ceiling_steinke) if bound == "steinke"
                           else (self.epsilon_fdp, self.ceiling_fdp))
-        return bool(ceiling) and value >= ceiling - 1e-9
+        return reached_ceiling(value, ceiling)
 
 
 # ---------------------------------------------------------------- input checks
