@@ -13,7 +13,8 @@ reused):
 
 Each test runs as its task runs it: mink_membership's with its 39 relabelings (`DI_PERMUTATIONS`), stopping
 early (`--di-stop-early`), finetune_memorization's with 99, every one fitted; both with the linear model's
-default ridge penalty (`dataset_inference.PENALTY`).
+default ridge penalty (`dataset_inference.PENALTY`) and direction (`dataset_inference.DIRECTION`; its record of
+2026-12-01 predates the direction of "seen": its fits took either sign, `bench_di_direction` compares the two).
 
 Measured:
   nulls     for each null pool (e00's, e30's, each real model's mink pool, every finetune epoch-0 pool), the

@@ -172,9 +172,10 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int | str = JO
     write_board(submissions, board, board.parent / "site")
     stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
     committed = [results for _, results in read_submissions(submissions)]
+    versions = {name: task.VERSION for name, task in registry.items()}
     return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept,
-                      committed_report(committed, REAL_MODEL_EXPECTATIONS),
-                      committed_report(committed, DP_CONTROL_EXPECTATIONS))
+                      committed_report(committed, REAL_MODEL_EXPECTATIONS, versions),
+                      committed_report(committed, DP_CONTROL_EXPECTATIONS, versions))
 
 
 def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,

@@ -3,7 +3,9 @@
 llm_dataset_inference, `linear_di.py`). Per-text membership scores (LOSS, zlib, Min-K%, ...) of a suspect
 set and of a validation set known to be unseen and drawn from the same distribution are combined by a
 linear classifier fitted on one part of each set; a one-sided t-test on the other part asks whether the
-suspect texts look more "seen" than the validation texts.
+suspect texts look more "seen" than the validation texts. membench's model may weigh each score only in its
+direction of "seen" (`direction="seen"`, `splits.fit_logistic_seen`; issue 77): linear_di.py's fit takes any
+sign, so a validation set the model trained on made the suspect set look trained on.
 
 One split (`split_p_value`, computed by `splits`) follows `linear_di.py` step for step (clipping,
 normalisation, the linear model, the one-sided t-test; `preprocessing="linear_di", equal_var=True` gives its
@@ -30,7 +32,7 @@ from threadpoolctl import ThreadpoolController
 
 from harness.core.errors import UserError
 from harness.metrics.dataset_share import share_lower_bound
-from harness.metrics.splits import CLIP_FRACTION, preprocess, split_statistics
+from harness.metrics.splits import CLIP_FRACTION, Direction, preprocess, split_statistics
 
 Preprocessing = Literal["train", "linear_di"]
 MIN_PER_SIDE = 4  # 2 texts per side fit the classifier, 2 are tested (a t-test needs 2 per group)
@@ -39,6 +41,9 @@ SPLITS = 5  # seeded fit/test splits averaged into the statistic (--di-splits)
 # the linear model's L2 penalty (--di-penalty): 0 is linear_di.py's unpenalised model; 0.1 needed half as many texts
 # per side to reject on the weakly trained pools at the same error rate (bench_dataset_inference's `statistics`)
 PENALTY = 0.1
+# the linear model's direction (--di-direction): "seen", weights >= 0 on scores oriented higher = more seen, so the
+# test answers "does the suspect set look more trained on?" and no other difference (issue 77)
+DIRECTION: Direction = "seen"
 SHARE_CONFIDENCE = 0.95  # the share bound's one-sided confidence (`dataset_share.share_lower_bound`)
 CURVE_SPLITS = 1  # splits per curve point below the full pool (linear_di.py's curve is single-split): 5x cheaper
 # texts per side of the curve (after linear_di.py's p_sample_list, from 10: fewer barely fit 7 scores)
@@ -98,6 +103,7 @@ class DatasetInferenceResult:
     curve: (texts per side, combined p-value on a seeded subsample of that many texts per side);
     dropped_rows: rows with a non-finite score; dropped_features: constant in every split; relabelings: those
     fitted (`permutations`, or fewer where the test stopped early); penalty: the linear model's L2 penalty;
+    direction: "seen" (every weight >= 0) or "any" (`splits.Direction`);
     share_lower: a lower bound, at SHARE_CONFIDENCE, on the share of suspect texts trained on
     (`dataset_share.share_lower_bound` on the observed splits' held-out scores)."""
 
@@ -122,6 +128,7 @@ class DatasetInferenceResult:
     dropped_features: tuple[str, ...]
     seed: int
     penalty: float
+    direction: Direction
     share_lower: float
 
 
@@ -278,7 +285,7 @@ def labelling_splits(y: np.ndarray, index: int, n_splits: int, n_train: int, see
 
 def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_train: int,
              seeds: np.random.SeedSequence, clip_fraction: float, equal_var: bool, stop: int | None = None,
-             penalty: float = 0.0) -> Combined:
+             penalty: float = 0.0, direction: Direction = "any") -> Combined:
     """Cross-fitting calibrated by permutation: the mean z-score (Stouffer's; `splits.SplitStatistics.z`) of
     `n_splits` seeded splits of (x, y), against the same mean on each of `permutations` random relabelings of
     y (each with its own `n_splits` splits), by `permutation_p`. Under H0 the texts' labels are exchangeable,
@@ -287,8 +294,8 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
     splits do not depend on the number of relabelings, nor relabeling i on how many follow it. With `stop`
     (`stop_after`'s h) the relabelings are fitted in `blocks` and the test stops at the h-th at or above the
     statistic (`sequential_p`); a test that does not stop has the full test's p-value, bit for bit. Every
-    labelling's splits fit the same model (`penalty`): the fit is part of the statistic, so the test stays
-    exact whatever the penalty."""
+    labelling's splits fit the same model (`penalty`, `direction`): the fit is part of the statistic, so the test
+    stays exact whatever the penalty and the direction."""
     threads = fit_threads()
     found: list = []
     with blas().limit(limits=1), ThreadPoolExecutor(threads) as pool:
@@ -301,7 +308,8 @@ def combined(x: np.ndarray, y: np.ndarray, n_splits: int, permutations: int, n_t
             size = min(FITS_PER_BATCH, -(-len(train) // parallel))
             chunks = [slice(start, start + size) for start in range(0, len(train), size)]
             found += pool.map(lambda chunk: split_statistics(x, labels[chunk], train[chunk], clip_fraction,
-                                                             equal_var, penalty=penalty), chunks)
+                                                             equal_var, penalty=penalty, direction=direction),
+                              chunks)
             means = np.concatenate([part.z for part in found]).reshape(last, n_splits).mean(axis=1)
             if stop and (means[1:] >= means[0]).sum() >= stop:
                 break
@@ -348,12 +356,17 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
                       seed: int = 0, curve_sizes: Sequence[int] | None = CURVE_SIZES,
                       clip_fraction: float = CLIP_FRACTION, equal_var: bool = False,
                       nonfinite: Literal["drop", "raise"] = "drop", stop_early: bool = False,
-                      penalty: float = PENALTY) -> DatasetInferenceResult:
+                      penalty: float = PENALTY, direction: Direction = DIRECTION) -> DatasetInferenceResult:
     """Maini et al.'s dataset inference, cross-fitted and calibrated by permutation (`combined`): `n_splits`
     seeded splits of the texts (each side shuffled, `n_train` per side fit the linear model, default half the
     smaller side; the rest are tested as in `split_p_value`). H0: the suspect and validation texts are
     exchangeable under the model's scores (not trained on, same distribution); H1: suspect texts score as
     more "seen". `features`: texts x attacks (columns named by `names`), `labels`: 1 suspect, 0 validation.
+    `direction` "seen" (the default) asks H1 only: every score must be oriented so that higher = more like a
+    trained-on text, and the linear model may only weigh each score that way (`splits.fit_logistic_seen`), so a
+    validation set the model trained on does not make the suspect set look trained on, nor does any other
+    difference against the scores' direction (a two-sided fit, direction "any", `linear_di.py`'s, finds a
+    difference in either direction and tests it as "suspect > validation" on the held-out texts).
     Rows with a NaN or infinite score are dropped (counted) or, with `nonfinite="raise"`, refused. The
     curve runs the test on one split (`CURVE_SPLITS`, calibrated by the same relabelings) of a seeded subsample
     of n texts per side for each n of `curve_sizes` below the smaller side, then ends with the smaller side's
@@ -377,7 +390,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
     # a curve point's answer is its decision at alpha, which the fewest relabelings that can reject give
     curve_permutations = min_permutations(alpha) if stop_early else permutations
     curve_stop = stop_after(alpha, curve_permutations) if stop_early else None
-    found = combined(x, y, n_splits, permutations, fit, observed, clip_fraction, equal_var, stop, penalty)
+    found = combined(x, y, n_splits, permutations, fit, observed, clip_fraction, equal_var, stop, penalty, direction)
     smaller = min(int(y.sum()), int(len(y) - y.sum()))
     curve = []
     if curve_sizes is not None:
@@ -388,7 +401,7 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
             sub_rng = np.random.default_rng(rows_seed)
             rows = np.concatenate([sub_rng.choice(np.flatnonzero(y == side), n, replace=False) for side in (1, 0)])
             sub = combined(x[rows], y[rows], CURVE_SPLITS, curve_permutations, n // 2, test_seeds, clip_fraction,
-                           equal_var, curve_stop, penalty)
+                           equal_var, curve_stop, penalty, direction)
             curve.append((n, sub.p_value))
         curve.append((smaller, found.p_value))
     full = len(found.null) == permutations  # an effect size needs the whole null, not a stopped test's first few
@@ -402,7 +415,8 @@ def dataset_inference(features: np.ndarray, labels: np.ndarray, names: Sequence[
         weights=dict(zip(names, np.median(found.weights, axis=0).tolist())), split_p_values=found.split_p_values,
         curve=tuple(curve), dropped_rows=dropped,
         dropped_features=tuple(n for n, w in zip(names, (found.weights != 0).any(axis=0)) if not w), seed=seed,
-        penalty=penalty, share_lower=share_lower_bound(found.scores, y, found.train, SHARE_CONFIDENCE))
+        penalty=penalty, direction=direction,
+        share_lower=share_lower_bound(found.scores, y, found.train, SHARE_CONFIDENCE))
 
 
 def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[str], *, alpha: float = 0.05,
@@ -414,8 +428,10 @@ def iid_guard(blind_features: np.ndarray, labels: np.ndarray, names: Sequence[st
     (Maini et al. sec. 3; Duan et al. 2024): then the test on the model's scores proves nothing. The scores
     must be computed without the labels: a blind baseline's out-of-fold scores (`harness.metrics.blind`)
     were fitted on the labels of the guard's held-out texts, and on a random split they can sit away from
-    chance (blind_bow's AUC on the reference split: 0.43), which the guard then reports as a shift."""
+    chance (blind_bow's AUC on the reference split: 0.43), which the guard then reports as a shift. These
+    features have no "seen" direction, and a shift either way breaks the null: the guard's fit is two-sided
+    (direction "any")."""
     detail = dataset_inference(blind_features, labels, names, alpha=alpha, n_splits=n_splits,
                                permutations=permutations, seed=seed, curve_sizes=None, stop_early=stop_early,
-                               penalty=penalty)
+                               penalty=penalty, direction="any")
     return IIDGuardResult(p_value=detail.p_value, alpha=alpha, shifted=detail.rejected, detail=detail)

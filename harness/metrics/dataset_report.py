@@ -11,14 +11,15 @@ Metrics (tags: the caller's, e.g. {"length": "128"} or {"epoch": "1", "trained_o
                     value means the two sets differ in distribution, and then di_p_value says nothing
                     about training
 The rest (decision, permutations, the statistic and its null, texts per side, weights, split p-values, the
-curve of p against texts per side, rows and features dropped; the relabelings fitted where the test may stop
-early) goes to the results file's info.
+curve of p against texts per side, rows and features dropped, scores left out for missing values, the linear
+model's penalty and direction; the relabelings fitted where the test may stop early) goes to the results file's
+info.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
@@ -29,6 +30,12 @@ from harness.core.task import TaskConfig
 from harness.metrics import dataset_inference as di
 from harness.metrics.blind import label_free_features
 
+# a score missing (absent or not finite) on more than this share of a group's texts is left out of its test there,
+# so that one attack cannot shrink the pool: ReCaLL's prefix and text over the reference GPT-2s' 512-token context
+# leave 114 of 327 texts without a ReCaLL score at 128 words, and dropping those rows cost the test a third of its
+# texts (issue 77, bench_di_direction's `missing`); below it, the few rows missing it are dropped instead (ReCaLL's
+# own prefix text, say)
+MISSING_SHARE = 0.05
 GUARD_FAILS = ("dataset inference's IID guard rejects ({where}; alpha {alpha:g}): the suspect and validation texts "
                "differ in distribution without the model, so a small di_p_value there is no evidence of training")
 
@@ -49,6 +56,11 @@ class DatasetInferenceConfig(TaskConfig):
     di_penalty: float = Field(di.PENALTY, ge=0, allow_inf_nan=False, description="dataset inference: the L2 "
                               "(ridge) penalty of the linear model that combines the scores, on the mean log-loss "
                               "of standardised scores; 0: unpenalised, as linear_di.py fits it")
+    di_direction: Literal["seen", "any"] = Field(
+        di.DIRECTION, description="dataset inference: 'seen', the linear model weighs every score only in its "
+        "direction of 'trained on' (higher = more seen), so only a suspect set that looks more trained on than the "
+        "validation set is told so; 'any', any sign, as linear_di.py fits it: any difference between the sets "
+        "(a validation set the model trained on, say) can make the suspect set look trained on")
 
     @model_validator(mode="after")
     def _permutations_reach_alpha(self) -> "DatasetInferenceConfig":
@@ -64,7 +76,7 @@ def check_sides(config: DatasetInferenceConfig, labels: Sequence[int], where: st
     texts than one split needs (`dataset_inference.MIN_PER_SIDE`). Left at its defaults it runs where the
     texts allow and says where they do not (info `not_run`), so a small run of the other metrics still works."""
     asked = config.model_fields_set & {"dataset_inference", "di_alpha", "di_splits", "di_permutations",
-                                       "di_penalty", "di_stop_early"}
+                                       "di_penalty", "di_stop_early", "di_direction"}
     if not (config.dataset_inference and asked):
         return
     suspect = int(np.sum(np.asarray(labels) == 1))
@@ -75,11 +87,19 @@ def check_sides(config: DatasetInferenceConfig, labels: Sequence[int], where: st
                         f"--dataset-inference false")
 
 
-def feature_matrix(rows: Sequence[dict[str, float]], names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """Texts x features of the `names` that some row holds (in `names`' order); NaN where a row lacks one
-    (dataset inference then drops that row: a ReCaLL prefix text, say)."""
-    present = [name for name in names if any(name in row for row in rows)]
-    return np.array([[row.get(name, np.nan) for name in present] for row in rows], dtype=float), present
+def feature_matrix(rows: Sequence[dict[str, float]], names: Sequence[str]
+                   ) -> tuple[np.ndarray, list[str], dict[str, int]]:
+    """Texts x features of the `names` the test reads (in `names`' order), NaN where a row lacks one (dataset
+    inference then drops that row); and the names left out, with the texts missing them: those no row holds
+    (0), and those missing (absent or not finite) on more than MISSING_SHARE of the rows. Which scores are left
+    out depends on the texts only, never on their labels, so the test stays exact."""
+    missing = {name: sum(not np.isfinite(row.get(name, np.nan)) for row in rows) for name in names}
+    left_out = {name: count for name, count in missing.items()
+                if count == len(rows) or count > MISSING_SHARE * len(rows)}
+    present = [name for name in names if name not in left_out]
+    x = np.array([[row.get(name, np.nan) for name in present] for row in rows], dtype=float)
+    x = x.reshape(len(rows), len(present))
+    return x, present, {name: count for name, count in left_out.items() if count < len(rows)}
 
 
 @dataclass
@@ -114,13 +134,13 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
     the info then also counts the relabelings fitted."""
     report = Report()
     labels = np.asarray(labels, dtype=int)
-    x, present = feature_matrix(scores, names)
+    x, present, left_out = feature_matrix(scores, names)
     try:
         if not present:
             raise UserError("no attack score to use")
         found = di.dataset_inference(x, labels, present, alpha=config.di_alpha, n_splits=config.di_splits,
                                      permutations=config.di_permutations, seed=seed, stop_early=stop_early,
-                                     penalty=config.di_penalty)
+                                     penalty=config.di_penalty, direction=config.di_direction)
     except UserError as err:
         report.info["not_run"] = str(err)
     else:
@@ -134,7 +154,8 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
                         "n_train_per_side": found.n_train_per_side, "features": present,
                         "weights": rounded(found.weights), "split_p_values": list(found.split_p_values),
                         "curve": [list(point) for point in found.curve], "dropped_rows": found.dropped_rows,
-                        "dropped_features": list(found.dropped_features), "penalty": found.penalty,
+                        "dropped_features": list(found.dropped_features), "left_out": left_out,
+                        "penalty": found.penalty, "direction": found.direction,
                         "share_lower": round(found.share_lower, 4), "share_confidence": di.SHARE_CONFIDENCE}
         if stop_early:
             report.info["relabelings"] = found.relabelings

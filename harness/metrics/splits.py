@@ -14,6 +14,7 @@ compare against it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy.special import expit, ndtri_exp
@@ -23,6 +24,10 @@ CLIP_FRACTION = 0.05  # linear_di.py: remove_outliers(remove_frac=0.05), 2.5% of
 NEWTON_STEPS = 30  # scikit-learn's newton-cholesky stops there too; the MLE, when it exists, takes about 5
 GRADIENT_TOL = 1e-10  # max |gradient| of the mean loss at which a fit stops
 RIDGE = 1e-10  # x (1 + mean diagonal), added to the Hessian in each Newton solve (constant or equal columns)
+# the direction a split's linear model may take: "seen", every weight >= 0 on scores oriented so that higher = more
+# like a trained-on text (`fit_logistic_seen`); "any", any sign (`fit_logistic`: linear_di.py's model)
+Direction = Literal["seen", "any"]
+HALVINGS = 20  # `fit_logistic_seen`: the most times a projected step is halved while the loss rises
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,31 @@ def solve_or_least_squares(hessian: np.ndarray, gradient: np.ndarray) -> np.ndar
         return np.linalg.pinv(hessian) @ gradient
 
 
+def gradient_at(design: np.ndarray, target: np.ndarray, theta: np.ndarray,
+                shrink: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per fit, the linear predictor eta, the probabilities expit(eta) and the gradient of the mean log-loss
+    plus (shrink / 2) . theta^2 at `theta` (F x (d + 1)), for design F x m x (d + 1) and target F x m."""
+    eta = np.matmul(design, theta[..., None])[..., 0]
+    prob = expit(eta)
+    gradient = np.matmul((prob - target)[:, None, :], design)[:, 0] / design.shape[1] + shrink * theta
+    return eta, prob, gradient
+
+
+def hessian_at(design: np.ndarray, prob: np.ndarray, shrink: np.ndarray) -> np.ndarray:
+    """Per fit, the Hessian of the same loss, X' diag(p (1 - p) / m) X + diag(shrink), plus
+    RIDGE (1 + tr H / (d + 1)) I (`fit_logistic`)."""
+    rows, width = design.shape[1:]
+    weight = prob * (1 - prob) / rows
+    hessian = np.matmul(design.transpose(0, 2, 1) * weight[:, None, :], design) + np.diag(shrink)
+    hessian += RIDGE * (1 + np.trace(hessian, axis1=1, axis2=2) / width)[:, None, None] * np.eye(width)
+    return hessian
+
+
+def separates(eta: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per fit, whether its linear predictor puts every row on its own side of 0."""
+    return ((eta > 0) == (target == 1)).all(axis=1) & (eta != 0).all(axis=1)
+
+
 def fit_logistic(design: np.ndarray, target: np.ndarray, penalty: float = 0.0) -> np.ndarray:
     """F logistic regressions at once: design F x m x (d + 1) (an intercept column included), target F x m in
     {0, 1}; returns F x (d + 1). Newton-Raphson from 0 on the mean log-loss plus (penalty / 2) |w|^2 (the
@@ -141,26 +171,74 @@ def fit_logistic(design: np.ndarray, target: np.ndarray, penalty: float = 0.0) -
     rows (fewer texts than scores, say) have no MLE: such a fit stops at the first step whose weights
     separate them, where further steps would mostly scale the weights (as linear_di.py's Adam stops after
     1000 steps); any weights fitted on the training rows alone keep the held-out test valid."""
-    count, rows, width = design.shape
+    count, _, width = design.shape
     theta = np.zeros((count, width))
-    identity = np.eye(width)
     shrink = np.full(width, penalty)
     shrink[-1] = 0.0  # the intercept is not penalised
     running = np.arange(count)  # the fits still stepping, with their design and target rows beside them
     for _ in range(NEWTON_STEPS):
-        eta = np.matmul(design, theta[running][..., None])[..., 0]
-        prob = expit(eta)
-        gradient = np.matmul((prob - target)[:, None, :], design)[:, 0] / rows + shrink * theta[running]
-        separated = ((eta > 0) == (target == 1)).all(axis=1) & (eta != 0).all(axis=1) & (penalty == 0)
+        eta, prob, gradient = gradient_at(design, target, theta[running], shrink)
+        separated = separates(eta, target) & (penalty == 0)
         going = (np.abs(gradient).max(axis=1) > GRADIENT_TOL) & ~separated
         if not going.all():
             if not going.any():
                 break
             running, design, target, prob, gradient = (a[going] for a in (running, design, target, prob, gradient))
-        weight = prob * (1 - prob) / rows
-        hessian = np.matmul(design.transpose(0, 2, 1) * weight[:, None, :], design) + np.diag(shrink)
-        hessian += RIDGE * (1 + np.trace(hessian, axis1=1, axis2=2) / width)[:, None, None] * identity
-        theta[running] -= newton_step(hessian, gradient)
+        theta[running] -= newton_step(hessian_at(design, prob, shrink), gradient)
+    return theta
+
+
+def penalised_loss(design: np.ndarray, target: np.ndarray, theta: np.ndarray, shrink: np.ndarray) -> np.ndarray:
+    """Per fit, the mean log-loss of logistic weights `theta` (F x (d + 1)) on design F x m x (d + 1) and target
+    F x m, plus (shrink / 2) . theta^2: what `fit_logistic` minimises."""
+    eta = np.matmul(design, theta[..., None])[..., 0]
+    return (np.logaddexp(0.0, eta) - target * eta).mean(axis=1) + 0.5 * (shrink * theta**2).sum(axis=1)
+
+
+def fit_logistic_seen(design: np.ndarray, target: np.ndarray, penalty: float = 0.0) -> np.ndarray:
+    """`fit_logistic` with every weight (not the intercept) held at or above 0: the log-odds of "suspect" may
+    only grow with each score, whose direction is "seen" (higher = more like a trained-on text). Projected
+    Newton (Bertsekas 1982, *Projected Newton methods for optimization problems with simple constraints*,
+    SIAM J. Control Optim. 20:221): a weight at 0 whose gradient would push it below 0 is held there (its row
+    and column leave the Newton system), the others take the Newton step of `fit_logistic`, the result is
+    projected onto w >= 0, and the step is halved (at most HALVINGS times) while the penalised loss
+    (`penalised_loss`) rises. A fit stops where its projected gradient (0 on the held weights) is below
+    GRADIENT_TOL, unpenalised where its weights separate its rows, or after NEWTON_STEPS. A suspect set that
+    scores lower than the validation set on every score gets every weight 0: a constant score, a t-test
+    that is undefined (`split_statistics` gives it z = 0), no rejection."""
+    count, _, width = design.shape
+    theta = np.zeros((count, width))
+    identity = np.eye(width)
+    shrink = np.full(width, penalty)
+    shrink[-1] = 0.0
+    bounded = np.ones(width, dtype=bool)
+    bounded[-1] = False  # the intercept is free
+    running = np.arange(count)
+    for _ in range(NEWTON_STEPS):
+        current = theta[running]
+        eta, prob, gradient = gradient_at(design, target, current, shrink)
+        held = bounded & (current <= 0) & (gradient > 0)
+        gradient = np.where(held, 0.0, gradient)
+        separated = separates(eta, target) & (penalty == 0)
+        going = (np.abs(gradient).max(axis=1) > GRADIENT_TOL) & ~separated
+        if not going.all():
+            if not going.any():
+                break
+            running, design, target, prob, gradient, held, current = (
+                a[going] for a in (running, design, target, prob, gradient, held, current))
+        free = ~held
+        hessian = hessian_at(design, prob, shrink) * (free[:, :, None] & free[:, None, :]) + identity * held[:, :, None]
+        step = newton_step(hessian, gradient)
+        before = penalised_loss(design, target, current, shrink)
+        scale = np.ones(len(running))
+        for _ in range(HALVINGS):
+            candidate = current - scale[:, None] * step
+            candidate[:, bounded] = np.maximum(candidate[:, bounded], 0.0)
+            worse = penalised_loss(design, target, candidate, shrink) > before
+            if not worse.any():
+                break
+            scale = np.where(worse, scale / 2, scale)
+        theta[running] = candidate
     return theta
 
 
@@ -199,11 +277,12 @@ def student(scores: np.ndarray, labels: np.ndarray, held_out: np.ndarray) -> tup
 
 def split_statistics(x: np.ndarray, labels: np.ndarray, train: np.ndarray, clip_fraction: float = CLIP_FRACTION,
                      equal_var: bool = False, features: np.ndarray | None = None,
-                     penalty: float = 0.0) -> SplitStatistics:
+                     penalty: float = 0.0, direction: Direction = "any") -> SplitStatistics:
     """F splits of one pool of texts. `x`: texts x features; `labels`: F x texts (1 suspect, 0 validation);
     `train`: F x texts, True for the rows that fit, the same number in every split. Each split: features by
     `preprocess_on_train` (or `features`, texts x d, already prepared for a single split), the logistic model
-    of "suspect" on its training rows (`fit_logistic` with its L2 `penalty`; 0: the maximum-likelihood fit),
+    of "suspect" on its training rows (`fit_logistic` with its L2 `penalty`; 0: the maximum-likelihood fit; direction "seen":
+    `fit_logistic_seen`, every weight >= 0),
     s = w.z + b on its other rows (computed as clip(x).(w * scale) + b - (mean * scale).w, the same line), and
     the one-sided t-test of the suspect rows' s against the validation rows' (`welch`, or `student` with
     `equal_var`)."""
@@ -215,8 +294,9 @@ def split_statistics(x: np.ndarray, labels: np.ndarray, train: np.ndarray, clip_
         x = features
         low, high = np.full((1, x.shape[1]), -np.inf), np.full((1, x.shape[1]), np.inf)
         z, mean, scale = x[train_rows], np.zeros((1, x.shape[1])), np.ones((1, x.shape[1]))
-    theta = fit_logistic(np.concatenate([z, np.ones((count, m, 1))], axis=2),
-                         np.take_along_axis(labels, train_rows, axis=1).astype(float), penalty)
+    fit = fit_logistic_seen if direction == "seen" else fit_logistic
+    theta = fit(np.concatenate([z, np.ones((count, m, 1))], axis=2),
+                np.take_along_axis(labels, train_rows, axis=1).astype(float), penalty)
     weights, intercept = theta[:, :-1], theta[:, -1]
     with np.errstate(over="ignore", invalid="ignore"):
         slope = weights * scale

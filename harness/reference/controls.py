@@ -150,7 +150,17 @@ def known_truth_expectations(model: str) -> tuple[Expectation, ...]:
           for earlier, later in steps),
         Expectation(task, model, "<", 0.5, metric="auc", tags=at(1, "non_members", score="min_k_20"),
                     why="a copy trained on the non-members instead: the AUC reverses"),
+        *trained_on_validation(task, model, at(1, "non_members")),
     )
+
+
+def trained_on_validation(task: str, model: str, tags: Tags) -> tuple[Expectation, ...]:
+    """Dataset inference's direction (issue 77) on `model`'s reading at `tags`, a model trained on the validation
+    texts and not on the suspect ones: the suspect set is not told trained on, and no share of it is."""
+    return (Expectation(task, model, ">", DATASET_INFERENCE_ALPHA, metric="di_p_value", tags=tags,
+                        why="trained on the validation set, not the suspect set: dataset inference does not reject"),
+            Expectation(task, model, "<=", 0.0, metric="di_share_lower", tags=tags,
+                        why="... and bounds no share of the suspect set as trained on"))
 
 
 # The LoRA recipe's control (issue 50): finetune_memorization on the reference checkpoint with
@@ -234,6 +244,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation("mink_membership", "xsum-gpt2-e00", "near", 0.5, 0.1, why="untrained: chance"),
     Expectation("mink_membership", "xsum-gpt2-nonmembers-e30", "<=", 0.1,
                 why="trained on the non-members: the members look like non-members"),
+    *trained_on_validation("mink_membership", "xsum-gpt2-nonmembers-e30", tags_of(length="128")),
     Expectation("mink_membership", "ja-gpt2-e30", ">=", 0.9, why="30 epochs: members separable"),
     Expectation("mink_membership", "ja-gpt2-e30", ">", "ja-gpt2-e01", why="more epochs, more membership signal"),
     Expectation("mink_membership", "ja-gpt2-e00", "near", 0.5, 0.1, why="untrained: chance"),
@@ -353,13 +364,15 @@ def reproduces(old: ResultsFile, new: ResultsFile) -> bool:
         abs(after[key] - before[key]) <= tolerance(key[0]) for key in after)
 
 
-def committed_report(files: list[ResultsFile], expectations: tuple[Expectation, ...] = REAL_MODEL_EXPECTATIONS
-                     ) -> tuple[str, list[Expectation]]:
+def committed_report(files: list[ResultsFile], expectations: tuple[Expectation, ...] = REAL_MODEL_EXPECTATIONS,
+                     versions: dict[str, int] | None = None) -> tuple[str, list[Expectation]]:
     """Controls `membench run` reads from results files and does not run again (the real models'
     `REAL_MODEL_EXPECTATIONS`, the DP pair's `DP_CONTROL_EXPECTATIONS`) on those files (the committed
     submissions): a table (control, task, reading, expected, outcome) and the expectations that failed
-    (a missing reading is "not measured", no failure)."""
-    values = readings(files)
+    (a missing reading is "not measured", no failure). With `versions` (task -> today's version) only
+    entries of those versions are read: the submissions keep a model's older versions too, and one of
+    them (read last, in file-name order) would otherwise stand for today's task."""
+    values = readings(files, versions)
     rows, failed = [], []
     for expectation in expectations:
         outcome = expectation.holds(values)

@@ -16,7 +16,7 @@ def test_tasks_lists_mink_membership(capsys):
     header = lines[0].split()
     assert header[:4] == ["task", "version", "model", "kinds"]
     [row] = [line for line in lines if line.split()[:1] == ["mink_membership"]]
-    assert row.split()[1] == str(MinkMembership.VERSION) == "12"
+    assert row.split()[1] == str(MinkMembership.VERSION) == "13"
     assert "causal-lm" in row
     assert "Membership inference" in row
     # one row per registered task, no more

@@ -200,6 +200,12 @@ def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading()
     assert failed == [] and "91.3000" in table and table.count(" ok") == 2
     _, failed = committed_report([stereoset(SMOLLM2, 79.0), stereoset(f"{SMOLLM2}-untrained-seed0", 56.0)])
     assert [e.model for e in failed] == [SMOLLM2, f"{SMOLLM2}-untrained-seed0"]
+    # the submissions keep older versions: with today's versions an older file read after today's stands for nothing
+    older = stereoset(SMOLLM2, 79.0)
+    older = older.model_copy(update={"tasks": [older.tasks[0].model_copy(update={"version": 0})]})
+    today = {"stereoset": stereoset(SMOLLM2, 91.3).tasks[0].version}
+    _, failed = committed_report([stereoset(SMOLLM2, 91.3), older], versions=today)
+    assert failed == [] and committed_report([stereoset(SMOLLM2, 91.3), older])[1] != []
 
 
 def test_the_dp_controls_compare_a_run_s_audit_with_its_own_claim_and_with_the_run_without_dp():
@@ -253,7 +259,8 @@ def test_the_committed_real_models_pass_their_controls_and_strict_validation(cap
     assert {results.model.name for _, results in files if results.model.name.startswith((SMOLLM2, GEMMA))} == {
         SMOLLM2, f"{SMOLLM2}-untrained-seed0", GEMMA}
     assert main(["validate", "--strict", *map(str, real)]) == 0
-    table, failed = committed_report([results for _, results in files])
+    versions = {name: task.VERSION for name, task in discover().items()}  # today's, as `membench run` reads them
+    table, failed = committed_report([results for _, results in files], versions=versions)
     outcomes = [line.split()[-1] for line in table.splitlines()[2:]]
     assert failed == [] and outcomes == ["ok"] * len(REAL_MODEL_EXPECTATIONS), table
 

@@ -41,6 +41,24 @@ def one_value(values: list[float]) -> list[float]:
     return values[:1] if len(set(values)) == 1 else []
 
 
+def direction_power(r: dict) -> list[float]:
+    """bench_di_direction's texts a side for half the subsamples to reject, as docs/dataset-inference.md states
+    them: the reference copy after 1 epoch with "seen" (two-sided: never), after 2 either way, the real models'
+    after 1 and 2 either way, ja-gpt2-e01 at 128 both ways (at 64: neither), xsum-gpt2-e01 with "seen" (64 and
+    128 alike) and two-sided at 64 and 128; [] where a stated "never", "either way" or "neither" no longer holds."""
+    power = {pool: {d: row[d]["smallest_n"] for d in ("seen", "any")} for pool, row in r["power"].items()}
+    same = [power[f"finetune {model} members@{epoch}"] for model in ("SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m")
+            for epoch in (1, 2)] + [power["finetune xsum-gpt2-outside-e05 members@2"]]
+    if (power["finetune xsum-gpt2-outside-e05 members@1"]["any"] is not None or any(p["seen"] != p["any"] for p in same)
+            or set(power["mink ja-gpt2-e01 64"].values()) != {None}
+            or power["mink xsum-gpt2-e01 64"]["seen"] != power["mink xsum-gpt2-e01 128"]["seen"]):
+        return []
+    return [power["finetune xsum-gpt2-outside-e05 members@1"]["seen"], same[4]["seen"], *(p["seen"] for p in same[:4]),
+            power["mink ja-gpt2-e01 128"]["seen"], power["mink ja-gpt2-e01 128"]["any"],
+            power["mink xsum-gpt2-e01 64"]["seen"], power["mink xsum-gpt2-e01 64"]["any"],
+            power["mink xsum-gpt2-e01 128"]["any"]]
+
+
 def stereoset_row(label: str, row: str, same_to: bool) -> Citation:
     """A row of the stereoset card's agreement table: examples, the largest relative difference, the
     decisions that differ, the official LMS / SS / ICAT, and membench's (or "the same to 1e-12")."""
@@ -668,6 +686,53 @@ CITATIONS = [
              "baseline, which queries no model, reads {} on the same texts",
              lambda r: [r["models"]["outside-tokenizer"]["auc"]["min_k_20"],
                         *one_value([m["auc"]["blind_bow"] for m in r["models"].values()])]),
+    # docs/dataset-inference.md: dataset inference only in the direction of "seen" (issue 77, items 4 to 6)
+    *[Citation("docs/dataset-inference.md", "bench_di_direction", f"| {row} | {{}}, {{}} | {{}}, {{}} |",
+               lambda r, pool=pool: [r["pools"][pool][d][key] for d in ("any", "seen")
+                                     for key in ("p_value", "share_lower")])
+      for pool, row in (("mink xsum-gpt2-nonmembers-e30 128", "`xsum-gpt2-nonmembers-e30` (trained on the validation "
+                                                              "side), 128 words"),
+                        ("mink xsum-gpt2-nonmembers-e30 64", "the same at 64 words"),
+                        ("finetune SmolLM2-135M-Instruct.Q4_1 non_members@1",
+                         "SmolLM2's copy trained on the non-members, 1 epoch"),
+                        ("finetune gemma-3-270m-q4_k_m non_members@1",
+                         "gemma-3-270m's copy trained on the non-members, 1 epoch"),
+                        ("finetune xsum-gpt2-outside-e05 non_members@1",
+                         "the reference GPT-2's copy trained on the non-members, 1 epoch"))],
+    Citation("docs/dataset-inference.md", "bench_di_direction", "the reference GPT-2's copy after 1 epoch {} with "
+             "\"seen\", never within 50 two-sided; after 2 epochs {} either way; SmolLM2 after 1 and 2 epochs {} and "
+             "{} either way, gemma-3-270m {} and {}. mink_membership: ja-gpt2-e01 at 128 words {} with \"seen\" "
+             "against {}, neither within 150 at 64 words. The one loss is xsum-gpt2-e01: {} texts a side with "
+             "\"seen\" against {} at 64 words and {} at 128",
+             direction_power),
+    Citation("docs/dataset-inference.md", "bench_di_direction", "On xsum-gpt2-e01 at 128 words both rules give p = {} "
+             "on the whole pool, but leaving ReCaLL out keeps all {} texts where dropping keeps {}, and half the "
+             "subsamples reject from {} texts a side, where the dropped pool never gets there within {} (the largest "
+             "size its smaller side allows). On the untrained twin both give {} (the tokenizer, above); on the model trained on the "
+             "non-members {} and {}",
+             lambda r: [*one_value([r["missing"]["mink xsum-gpt2-e01 128"][rule]["p_value"]
+                                    for rule in ("leave_out_score", "drop_texts")]),
+                        *(r["missing"]["mink xsum-gpt2-e01 128"][rule]["texts"]
+                          for rule in ("leave_out_score", "drop_texts")),
+                        r["missing"]["mink xsum-gpt2-e01 128"]["leave_out_score"]["smallest_n"],
+                        max(map(int, r["missing"]["mink xsum-gpt2-e01 128"]["drop_texts"]["power@0.05"])),
+                        *one_value([r["missing"]["mink xsum-gpt2-e00 128"][rule]["p_value"]
+                                    for rule in ("leave_out_score", "drop_texts")]),
+                        *(r["missing"]["mink xsum-gpt2-nonmembers-e30 128"][rule]["p_value"]
+                          for rule in ("leave_out_score", "drop_texts"))]
+             if r["missing"]["mink xsum-gpt2-e01 128"]["drop_texts"]["smallest_n"] is None else []),
+    Citation("docs/dataset-inference.md", "bench_di_direction", "xsum-gpt2-e00 {}% ({}% to {}%) at 64 words and {}% "
+             "({}% to {}%) at 128; ja-gpt2-e00 {}% ({}% to {}%) and {}% ({}% to {}%); two trained pools, whose random "
+             "halvings are nulls however well the model learnt, ja-gpt2-e01 at 64 words {}% ({}% to {}%) and "
+             "xsum-gpt2-e01 at 128 words {}% ({}% to {}%). Pooled over the 12,000: {}% ({}% to {}%) at 0.05 and {}% "
+             "({}% to {}%) at 0.025",
+             lambda r: [round(100 * v, 2) for pool in ("mink xsum-gpt2-e00 64", "mink xsum-gpt2-e00 128",
+                                                      "mink ja-gpt2-e00 64", "mink ja-gpt2-e00 128",
+                                                      "mink ja-gpt2-e01 64", "mink xsum-gpt2-e01 128", "pooled")
+                        for v in (r["size"][pool]["at_0.05"]["rate"], *r["size"][pool]["at_0.05"]["ci95"])]
+             + [round(100 * v, 2) for v in (r["size"]["pooled"]["at_0.025"]["rate"],
+                                            *r["size"]["pooled"]["at_0.025"]["ci95"])]
+             if r["relabelings"] * 6 == 12_000 else []),
     # docs/dp.md: the white-box gradient canaries' table
     *[gradient_row(label) for label in ("gpt2-lora-broken1", "gpt2-lora-dp1", "gpt2-lora-dp8", "t5-lora-broken1",
                                         "t5-lora-dp1", "gpt2-full-broken1", "gpt2-full-dp1")],

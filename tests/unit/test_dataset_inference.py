@@ -420,3 +420,69 @@ def test_bad_input_is_one_line(labels, message):
     with pytest.raises(UserError, match="leaves fewer than 2 to test"):
         di.dataset_inference(np.random.default_rng(0).normal(size=(10, 2)), np.r_[np.ones(5), np.zeros(5)],
                              ["a", "b"], n_train=4)
+
+
+# --- the direction of "seen" (issue 77) ---
+
+def test_the_seen_fit_is_the_bounded_minimum():
+    # weights >= 0, intercept free: the same minimum as SciPy's bounded quasi-Newton solver on the same loss, in a
+    # pool where the unconstrained fit gives some scores a negative weight
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(21)
+    x = correlated_pool(rng, 90)
+    y = (x[:, 0] - 0.8 * x[:, 1] + rng.normal(size=90) > 0).astype(float)
+    design = np.c_[x, np.ones(90)]
+    free = splits.fit_logistic(design[None], y[None], 0.1)[0]
+    seen = splits.fit_logistic_seen(design[None], y[None], 0.1)[0]
+    shrink = np.r_[np.full(7, 0.1), 0.0]
+
+    def loss(theta):
+        eta = design @ theta
+        return np.mean(np.logaddexp(0, eta) - y * eta) + 0.5 * (shrink * theta**2).sum()
+
+    def gradient(theta):
+        return design.T @ (1 / (1 + np.exp(-design @ theta)) - y) / 90 + shrink * theta
+
+    bounded = minimize(loss, np.zeros(8), jac=gradient, method="L-BFGS-B", bounds=[(0, None)] * 7 + [(None, None)],
+                       options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10_000})
+    assert (free[:-1] < 0).any() and (seen[:-1] >= 0).all()
+    assert seen == pytest.approx(bounded.x, abs=1e-5) and loss(seen) <= bounded.fun + 1e-12
+
+
+def test_a_validation_set_trained_on_is_no_evidence_in_the_direction_of_seen():
+    # the validation texts score as more "seen" on every score (a model trained on them): the two-sided fit
+    # finds the difference and calls the suspect set trained on; the fit in the direction of "seen" weighs no
+    # score, rejects nothing and bounds no share. Suspect texts that look more seen are still found.
+    rng = np.random.default_rng(22)
+    x = correlated_pool(rng, 200)
+    labels = null_labels(4, 200)
+    trained_on_validation = x + 2.0 * (labels == 0)[:, None]
+    two_sided = di.dataset_inference(trained_on_validation, labels, NAMES, curve_sizes=None, direction="any")
+    seen = di.dataset_inference(trained_on_validation, labels, NAMES, curve_sizes=None)
+    assert two_sided.rejected and two_sided.share_lower > 0.3
+    assert seen.direction == "seen" and not seen.rejected and seen.share_lower == 0.0
+    assert all(weight == 0.0 for weight in seen.weights.values())
+    trained_on_suspect = x + 2.0 * (labels == 1)[:, None]
+    found = di.dataset_inference(trained_on_suspect, labels, NAMES, curve_sizes=None)
+    assert found.rejected and found.share_lower > 0.3
+
+
+def test_a_score_missing_on_many_texts_is_left_out_and_few_missing_drop_their_texts():
+    # ReCaLL past the context on 30 of 100 texts: left out, every text kept; missing on 3: those texts dropped
+    from harness.metrics.dataset_report import DatasetInferenceConfig, dataset_inference_report, feature_matrix
+
+    rng = np.random.default_rng(23)
+    x = correlated_pool(rng, 100, 3)
+    rows = [{"loss": a, "zlib": b, "recall": c} for a, b, c in x]
+    for row in rows[:30]:
+        del row["recall"]
+    matrix, present, left_out = feature_matrix(rows, ["loss", "zlib", "recall", "gradnorm"])
+    assert present == ["loss", "zlib"] and left_out == {"recall": 30} and matrix.shape == (100, 2)
+    for row in rows[3:30]:
+        row["recall"] = 0.0
+    matrix, present, left_out = feature_matrix(rows, ["loss", "zlib", "recall"])
+    assert present == ["loss", "zlib", "recall"] and left_out == {} and np.isnan(matrix[:3, 2]).all()
+    report = dataset_inference_report(null_labels(5, 100), rows, ["loss", "zlib", "recall"], {}, DatasetInferenceConfig(),
+                                      0)
+    assert report.info["dropped_rows"] == 3 and report.info["direction"] == "seen" and report.info["left_out"] == {}
