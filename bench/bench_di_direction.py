@@ -108,11 +108,12 @@ def suspect_side(model: str, group: str) -> str:
 def pools_of(path: Path) -> dict[str, Pool]:
     """Every dataset inference group of the results file at `path` whose samples file lies beside it."""
     found = {}
-    for entry in json.loads(path.read_text())["tasks"]:
+    results = json.loads(path.read_text())
+    model = results["model"]["name"].removeprefix("membench-ref/")
+    for entry in results["tasks"]:
         if entry["name"] not in ("mink_membership", "finetune_memorization") or not entry.get("samples_file"):
             continue
         rows = [json.loads(line) for line in (path.parent / entry["samples_file"]).read_text().splitlines()]
-        model = json.loads(path.read_text())["model"]["name"].removeprefix("membench-ref/")
         mink = entry["name"] == "mink_membership"
         for group, info in entry["info"].get("dataset_inference", {}).items():
             if group == "guard" or "features" not in info:
@@ -198,8 +199,8 @@ def size(pool: Pool, relabelings: int) -> np.ndarray:
     """The task's test on `relabelings` seeded random halvings of the pool's texts (each side as large as on the
     true labels): its p-values."""
     x = columns(pool, pool.names)
-    x = x[np.isfinite(x).all(axis=1)]
-    suspects = int(pool.labels[np.isfinite(columns(pool, pool.names)).all(axis=1)].sum())
+    finite = np.isfinite(x).all(axis=1)
+    x, suspects = x[finite], int(pool.labels[finite].sum())
     found = []
     for seed in range(relabelings):
         labels = np.zeros(len(x), dtype=int)

@@ -191,7 +191,11 @@ def fit_logistic(design: np.ndarray, target: np.ndarray, penalty: float = 0.0) -
 def penalised_loss(design: np.ndarray, target: np.ndarray, theta: np.ndarray, shrink: np.ndarray) -> np.ndarray:
     """Per fit, the mean log-loss of logistic weights `theta` (F x (d + 1)) on design F x m x (d + 1) and target
     F x m, plus (shrink / 2) . theta^2: what `fit_logistic` minimises."""
-    eta = np.matmul(design, theta[..., None])[..., 0]
+    return loss_at(np.matmul(design, theta[..., None])[..., 0], target, theta, shrink)
+
+
+def loss_at(eta: np.ndarray, target: np.ndarray, theta: np.ndarray, shrink: np.ndarray) -> np.ndarray:
+    """`penalised_loss` from the linear predictor eta already computed at `theta`."""
     return (np.logaddexp(0.0, eta) - target * eta).mean(axis=1) + 0.5 * (shrink * theta**2).sum(axis=1)
 
 
@@ -224,12 +228,12 @@ def fit_logistic_seen(design: np.ndarray, target: np.ndarray, penalty: float = 0
         if not going.all():
             if not going.any():
                 break
-            running, design, target, prob, gradient, held, current = (
-                a[going] for a in (running, design, target, prob, gradient, held, current))
+            running, design, target, eta, prob, gradient, held, current = (
+                a[going] for a in (running, design, target, eta, prob, gradient, held, current))
         free = ~held
         hessian = hessian_at(design, prob, shrink) * (free[:, :, None] & free[:, None, :]) + identity * held[:, :, None]
         step = newton_step(hessian, gradient)
-        before = penalised_loss(design, target, current, shrink)
+        before = loss_at(eta, target, current, shrink)
         scale = np.ones(len(running))
         for _ in range(HALVINGS):
             candidate = current - scale[:, None] * step
@@ -281,8 +285,8 @@ def split_statistics(x: np.ndarray, labels: np.ndarray, train: np.ndarray, clip_
     """F splits of one pool of texts. `x`: texts x features; `labels`: F x texts (1 suspect, 0 validation);
     `train`: F x texts, True for the rows that fit, the same number in every split. Each split: features by
     `preprocess_on_train` (or `features`, texts x d, already prepared for a single split), the logistic model
-    of "suspect" on its training rows (`fit_logistic` with its L2 `penalty`; 0: the maximum-likelihood fit; direction "seen":
-    `fit_logistic_seen`, every weight >= 0),
+    of "suspect" on its training rows (`fit_logistic` with its L2 `penalty`; 0: the maximum-likelihood fit;
+    direction "seen": `fit_logistic_seen`, every weight >= 0),
     s = w.z + b on its other rows (computed as clip(x).(w * scale) + b - (mean * scale).w, the same line), and
     the one-sided t-test of the suspect rows' s against the validation rows' (`welch`, or `student` with
     `equal_var`)."""
