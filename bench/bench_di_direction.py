@@ -23,7 +23,8 @@ Measured:
   size     per null pool (the untrained twins, and --size-trained trained pools whose random halvings are
            nulls however well the model learnt) the task's test on --relabelings seeded random halvings:
            the share of p <= 0.05 and of p <= 0.025, each with its Clopper-Pearson 95% interval, per pool
-           and pooled
+           and pooled; and the null band `membench run` checks (`null_bands`) on as many halvings: the share
+           with a score outside its band
 
     python bench/bench_di_direction.py [--results FILE ...] [--samples-dir DIR] [--subsamples 20]
         [--relabelings 2000] [--output FILE]
@@ -209,6 +210,36 @@ def size(pool: Pool, relabelings: int) -> np.ndarray:
     return np.array(found)
 
 
+def band_size(pool: Pool, relabelings: int) -> dict:
+    """The null band `membench run` holds a null checkpoint to (`harness.reference.null_bands`: each score's AUC
+    within 1/2 +- z sd, z Bonferroni over the K scores at 1%) on `relabelings` seeded random halvings of the pool
+    (every score of the pool, each on the texts it has): the share of halvings with a score outside its band (the
+    check's false failures, at most 1% by construction) and the median over halvings of the largest |AUC - 1/2|
+    in null sds, against the band's z."""
+    from scipy.stats import rankdata
+
+    from harness.reference.null_bands import band_z, null_sd
+
+    z = band_z(pool.x.shape[1])
+    suspects = int(pool.labels.sum())
+    ranked = [(finite, rankdata(column[finite])) for column in pool.x.T for finite in [np.isfinite(column)]]
+    failed, largest = 0, []
+    for seed in range(relabelings):
+        labels = np.zeros(len(pool.x), dtype=bool)
+        labels[np.random.default_rng([78, seed]).permutation(len(pool.x))[:suspects]] = True
+        far = 0.0
+        for finite, ranks in ranked:
+            n1, n0 = int(labels[finite].sum()), int((~labels[finite]).sum())
+            auc = (ranks[labels[finite]].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
+            far = max(far, abs(auc - 0.5) / null_sd(n1, n0))
+        failed += far > z
+        largest.append(far)
+    interval = binomtest(failed, relabelings).proportion_ci(0.95, method="exact")
+    return {"scores": pool.x.shape[1], "band_z": round(z, 3), "outside_rate": round(failed / relabelings, 4),
+            "ci95": [round(interval.low, 4), round(interval.high, 4)],
+            "median_largest_null_sds": round(float(np.median(largest)), 3)}
+
+
 def main() -> int:
     if (status := rerun_pinned()) is not None:
         return status
@@ -243,7 +274,8 @@ def main() -> int:
     for name in NULLS + SIZE_TRAINED:
         p_values = size(pools[name], args.relabelings)
         every.append(p_values)
-        report["size"][name] = {"at_0.05": rate(p_values, 0.05), "at_0.025": rate(p_values, 0.025)}
+        report["size"][name] = {"at_0.05": rate(p_values, 0.05), "at_0.025": rate(p_values, 0.025),
+                                "null_band": band_size(pools[name], args.relabelings)}
         print(json.dumps({name: report["size"][name]}), file=sys.stderr, flush=True)
     pooled = np.concatenate(every)
     report["size"]["pooled"] = {"at_0.05": rate(pooled, 0.05), "at_0.025": rate(pooled, 0.025)}

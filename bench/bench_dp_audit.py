@@ -52,8 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.evaluations import evaluate_pinned, rerun_pinned  # noqa: E402
 from bench.record import add_output_flag, emit  # noqa: E402
 
-WEIGHTS = Path(__file__).resolve().parents[1] / "harness" / "reference" / "weights"
-MODELS = {"t5": WEIGHTS / "t5-ref-dfd67885c5" / "t5-ref", "gpt2": WEIGHTS / "xsum-gpt2-8d9e9df9bb" / "xsum-gpt2-e30",
+MODELS = {"t5": "reference:t5-ref", "gpt2": "reference:xsum-gpt2-e30",  # the shipped builds (`resolve_reference_model`)
           "smollm2": "pretrained:smollm2-135m-instruct"}
 METHODS = {"t5": {"full": ["--learning-rate", "1e-3"], "lora": ["--finetune-method", "lora"]},
            "gpt2": {"full": ["--learning-rate", "1e-3"], "lora": ["--finetune-method", "lora"]},
@@ -169,6 +168,8 @@ def plot(report: dict, path: str) -> None:
 def main() -> None:
     if (status := rerun_pinned()) is not None:
         raise SystemExit(status)
+    from harness.reference.checkpoints import resolve_reference_model
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated run labels (default: every run)")
     parser.add_argument("--seeds", type=int, default=2, help="fine-tuning seeds per run (default 2)")
@@ -190,8 +191,8 @@ def main() -> None:
     models = {grid[label][0] for label in chosen}
     report: dict = {"task_flags": TASK_FLAGS, "seeds": args.seeds, "gradient_canaries": args.gradient_canaries,
                     "runs": {},
-                    "models": {k: str(v.relative_to(WEIGHTS.parents[2])) if isinstance(v, Path) else v
-                               for k, v in MODELS.items() if k in models}}
+                    "models": {k: f"{v} ({Path(resolve_reference_model(v)).parent.name})" if v.startswith("reference:")
+                               else v for k, v in MODELS.items() if k in models}}
     for label in chosen:
         model, method, dp = grid[label]
         gradient = ["--audit-gradient-canaries", str(args.gradient_canaries)] if dp and args.gradient_canaries else []
@@ -199,7 +200,7 @@ def main() -> None:
                  [*TASK_FLAGS, *METHODS[model][method], *dp, *(NO_EXTRACTION if dp else []), *gradient,
                   "--finetune-seeds", str(args.seeds)])
         with tempfile.TemporaryDirectory() as scratch:
-            entries, seconds = evaluate_pinned(MODELS[model], "privacy_extraction", flags, Path(scratch) / "out")
+            entries, seconds = evaluate_pinned(resolve_reference_model(MODELS[model]), "privacy_extraction", flags, Path(scratch) / "out")
         report["runs"][label] = {"model": model, "method": method, "flags": flags, "seconds": round(seconds, 1),
                                  **summary(entries["privacy_extraction"])}
         print(f"{label}: {report['runs'][label]['epochs']}", file=sys.stderr, flush=True)

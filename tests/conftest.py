@@ -62,7 +62,7 @@ def membench_cache(tmp_path_factory) -> Path:
 def save_tiny_causal_lm(folder: Path, context: int = 32, seed: int = 0) -> Path:
     """A 1-layer GPT-2 with random weights and a BPE tokenizer without a pad token."""
     tokenizer = train.train_tokenizer(TINY_TEXTS, vocab_size=300)
-    config = train.TrainConfig(seed=seed, vocab_size=300, context=context, n_embd=32, n_layer=1, n_head=2)
+    config = train.TrainConfig(seed=seed, init_seed=seed, vocab_size=300, context=context, n_embd=32, n_layer=1, n_head=2)
     model = train.untrained_model(tokenizer, config)
     train.save_checkpoint(model, tokenizer, folder)
     return folder

@@ -266,11 +266,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     table, dp_failed = outcome.dp_controls
     print("\nDP controls: their committed submissions (`membench reference dp-control`; not run by this job)\n")
     print(table)
+    table, outside = outcome.null_bands
+    print("\nnull bands: every score's AUC on the null checkpoints (untrained, or before fine-tuning) within 0.5 +- "
+          "its band (Bonferroni, 1% for a correct build)\n")
+    print(table)
     failed = report.failed + real_failed + dp_failed
     for expectation in failed:
         print(f"membench: error: control failed: {expectation.task}: {expectation.describe()} "
               f"({expectation.why})", file=sys.stderr)
-    return 1 if failed else 0
+    for reading in outside:
+        print(f"membench: error: null band failed: {reading.model} {reading.task} {reading.where}: AUC "
+              f"{reading.auc:.4f}, {reading.null_sds:+.2f} null sds (band {reading.band_sds:.2f})", file=sys.stderr)
+    return 1 if failed or outside else 0
 
 
 COMMANDS = {"evaluate": cmd_evaluate, "export-lm-eval": cmd_export_lm_eval, "import-lm-eval": cmd_import_lm_eval,

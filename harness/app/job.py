@@ -28,10 +28,12 @@ from harness.reference.controls import (
     ControlReport,
     committed_report,
     compare,
+    control_name,
     headlines,
     readings,
     reproduces,
 )
+from harness.reference.null_bands import TOKENIZER_TWINS, band_report, real_model_files
 from harness.reference.pretrained import minilm_folder
 from harness.reference.recipes import PretrainedEncoder, reference_recipes
 from harness.reference.shipped import shipped_folder, weights_of
@@ -129,6 +131,8 @@ class JobOutcome:
     real_models: tuple[str, list] = ("", [])
     # the DP control pair's, on its committed submissions (`membench reference dp-control`): table, failed
     dp_controls: tuple[str, list] = ("", [])
+    # the untrained twins' null bands on this run's files (`null_bands.band_report`): table, readings outside
+    null_bands: tuple[str, list] = ("", [])
 
 
 def check_job_settings(submissions: Path, board: Path, batch_size: int | str, device: str) -> None:
@@ -168,14 +172,17 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int | str = JO
     _, evaluated = evaluate_into_runs("latest", reference_checkpoints(quick), registry, batch_size, device,
                                       use_cache, max_batch_size)
     written, kept = place_results(submissions, evaluated, before)
-    removed = remove_superseded(submissions, written + kept)
+    recipes = {(config.name, config.digest()) for fast in (False, True) for config, _ in reference_recipes(fast)}
+    removed = remove_superseded(submissions, written + kept, recipes)
     write_board(submissions, board, board.parent / "site")
     stage(f"board: {board} and the web board {board.parent / 'site' / 'index.html'}")
     committed = [results for _, results in read_submissions(submissions)]
     versions = {name: task.VERSION for name, task in registry.items()}
     return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept,
                       committed_report(committed, REAL_MODEL_EXPECTATIONS, versions),
-                      committed_report(committed, DP_CONTROL_EXPECTATIONS, versions))
+                      committed_report(committed, DP_CONTROL_EXPECTATIONS, versions),
+                      band_report([results for _, results in evaluated] + real_model_files(committed), versions=versions,
+                                  tokenizers=untrained_folders(evaluated)))
 
 
 def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,
@@ -275,14 +282,33 @@ def evaluate_reported(spec: ModelSpec, tasks: list, settings: dict[str, str],
     return path, results
 
 
-def remove_superseded(submissions: Path, written: list[Path]) -> list[Path]:
+def untrained_folders(evaluated: list[tuple[Path, ResultsFile]]) -> dict[str, str]:
+    """{untrained causal checkpoint: its folder} among the checkpoints just evaluated, whose tokenizers
+    `null_bands.tokenizer_readings` reads."""
+    return {control_name(results.model.name): results.model.source for _, results in evaluated
+            if control_name(results.model.name) in TOKENIZER_TWINS}
+
+
+def remove_superseded(submissions: Path, written: list[Path],
+                      recipes: set[tuple[str, str]] | None = None) -> list[Path]:
     """Delete the other results files of the reference checkpoints just evaluated (the same
     `model_key`): after a task's version changes, its new file has another name (the name hashes
-    the task versions), and the old one would linger beside it. Returns the deleted paths."""
+    the task versions), and the old one would linger beside it. With `recipes` (today's (build
+    name, recipe digest), full and quick), delete too every file of a reference build of those
+    names made from another recipe: after new weights are shipped (`membench reference build
+    --ship`, which deletes the old ones) their rows would stay on the board beside the new ones,
+    the DP control pair's included (`membench reference dp-control` makes it again). Returns the
+    deleted paths."""
     keys = {model_key(load_results(path)) for path in written}
     keep = {Path(path).resolve() for path in written}
+    names = {name for name, _ in recipes or ()}
+
+    def older_recipe(results: ResultsFile) -> bool:
+        recipe = results.model.details.get("reference_recipe") or {}
+        return recipe.get("build") in names and (recipe["build"], recipe.get("digest")) not in recipes
+
     removed = [path for path, results in read_submissions(submissions)
-               if model_key(results) in keys and path.resolve() not in keep]
+               if (model_key(results) in keys or older_recipe(results)) and path.resolve() not in keep]
     for path in removed:
         path.unlink()
         for samples in path.parent.glob(f"{path.stem}.*.samples.jsonl"):

@@ -1,11 +1,18 @@
 """`membench reference build`: the reference causal LMs and their manifests.
 
 From a reference corpus (members / non-members by a seeded draw), train a byte-level BPE tokenizer
-and a small GPT-2 on the member documents (each cut to its first `max_words_per_document`
-words), and save safetensors checkpoints before training (epoch 0: the negative control) and after
-each epoch in `epochs`. A baseline build trains the same model on the non-members instead. The
-manifest names every member and non-member document, what was trained on and how often, and the
-task settings (`data`, `language`) that evaluate a checkpoint on its own corpus.
+on documents of the same source outside the corpus (`corpus.outside_documents`: neither a member nor
+a non-member under any split) and a small GPT-2 on the member documents (each cut to its first
+`max_words_per_document` words), and save safetensors checkpoints before training (epoch 0: the
+negative control) and after each epoch in `epochs`. A baseline build trains the same model on the
+non-members instead. The manifest names every member and non-member document, what was trained on and
+how often, the text the tokenizer was fitted on, and the task settings (`data`, `language`) that
+evaluate a checkpoint on its own corpus.
+
+The tokenizer is part of the model: one fitted on the members tokenizes them into fewer tokens than
+the non-members, and an untrained model with it is no null (issue 77: token-count AUC 0.37, DC-PDD
+0.62, dataset inference rejects; `bench/bench_tokenizer_leak.py`). `tokenizer_on="trained"` fits it
+on the trained texts instead, as membench's builds did before, for that bench.
 """
 
 from __future__ import annotations
@@ -91,6 +98,9 @@ class BuildConfig(Recipe):
     # corpus's source outside the corpus (`corpus.outside_documents`), a reference model for `ref`
     train_on: Literal["members", "non_members", "outside"] = "members"
     train: train.TrainConfig = train.TrainConfig()
+    # the texts the tokenizer is fitted on: the corpus's outside documents (cut as the trained texts are), so
+    # that members and non-members are alike to the untrained checkpoint; or the trained texts themselves
+    tokenizer_on: Literal["outside", "trained"] = "outside"
 
     @property
     def name(self) -> str:
@@ -211,7 +221,10 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
                else [d for d in documents if d.member == (config.train_on == "members")])
     training_texts = [truncate_words(d.text, cfg.max_words_per_document, corpus.language) or d.text
                       for d in trained]
-    tokenizer = train.train_tokenizer(training_texts, cfg.vocab_size)
+    tokenizer_texts = training_texts if config.tokenizer_on == "trained" else [
+        truncate_words(d.text, cfg.max_words_per_document, corpus.language) or d.text
+        for d in outside_documents(config.corpus)]
+    tokenizer = train.train_tokenizer(tokenizer_texts, cfg.vocab_size)
     model = train.untrained_model(tokenizer, cfg)
     sequences = train.training_sequences(tokenizer, training_texts, cfg.context)
     staging = staging_folder(folder)
@@ -237,6 +250,9 @@ def build(config: BuildConfig = BuildConfig(), folder: Path | None = None, force
         "trained_on": config.train_on,
         "tasks": list(config.TASKS),
         "task_settings": config.task_settings(),
+        "tokenizer_text": (f"the {len(tokenizer_texts)} trained texts" if config.tokenizer_on == "trained" else
+                           f"the {len(tokenizer_texts)} documents of the source outside the corpus, cut as the "
+                           "trained texts are (neither members nor non-members)"),
         "training_text": f"each trained document cut to its first {cfg.max_words_per_document} words, "
                          f"prefixed with {train.DOC_SEPARATOR}, cut to its first {cfg.context} tokens: one "
                          "sequence per document, starting at position 0; shuffled each epoch",

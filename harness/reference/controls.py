@@ -254,13 +254,11 @@ EXPECTATIONS: tuple[Expectation, ...] = (
     *(Expectation("mink_membership", f"{corpus}-gpt2-e30", ">=", 0.7, metric="auc", tags=tags_of(score=attack, length="128"),
                   why=f"{attack}: 30 epochs, the members well above chance")
       for corpus, attacks in MINK_ATTACKS for attack in attacks),
-    *(Expectation("mink_membership", f"{corpus}-gpt2-e00", "near", 0.5, 0.1, metric="auc",
-                  tags=tags_of(score=attack, length="128"), why=f"{attack}: untrained, chance")
-      for corpus, attacks in MINK_ATTACKS for attack in attacks if attack != "dc_pdd"),
-    # DC-PDD is not at chance on the untrained English model (AUC 0.624; the cause is not isolated, the
-    # card says more): its control is "30 epochs above untrained"
-    *(Expectation("mink_membership", f"{corpus}-gpt2-e30", ">", f"{corpus}-gpt2-e00", metric="auc",
-                  tags=tags_of(score="dc_pdd", length="128"), why="dc_pdd: 30 epochs above the untrained model")
+    # the untrained checkpoints: every score's AUC and their tokenizer's token counts within their null bands
+    # (`null_bands`, checked beside these), and dataset inference not told "trained on" at the headline length
+    # (a tokenizer fitted on the members made it reject, p 0.025: bench_tokenizer_leak)
+    *(Expectation("mink_membership", f"{corpus}-gpt2-e00", ">", DATASET_INFERENCE_ALPHA, metric="di_p_value",
+                  tags=tags_of(length="128"), why="untrained: dataset inference does not reject")
       for corpus, _ in MINK_ATTACKS),
     Expectation("paywall_memorization", "xsum-gpt2-e30", ">=", "xsum-gpt2-nonmembers-e30", margin=0.10,
                 why="member articles: the member model reproduces their continuations far better than the "

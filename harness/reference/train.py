@@ -34,7 +34,13 @@ IGNORED = -100  # label of a token that is not predicted (padding; in the MLM, u
 class TrainConfig:
     """Everything that decides the trained weights; recorded in the manifest."""
 
-    seed: int = 0
+    seed: int = 0  # the member split's draw and the batches' order
+    # the draw of the untrained weights, which the trained checkpoints start from. 1 since issue 77: with the
+    # tokenizer fitted outside the split, draw 0 (the one before) read up to +4.25 null sds at 64 words on the
+    # English split and dataset inference rejected at 32, 64 and 128 words, a tail draw (draws 1 to 6 of the
+    # same model: within 2.8; docs/reference-checkpoints.md), so the untrained checkpoint would have failed
+    # its null band; draw 1 is the next one, not the best of those looked at
+    init_seed: int = 1
     vocab_size: int = 2048
     context: int = 512
     n_embd: int = 128
@@ -78,10 +84,10 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
 
 
 def untrained_model(tokenizer: PreTrainedTokenizerFast, config: TrainConfig) -> GPT2LMHeadModel:
-    """A GPT-2 with random weights (seeded), no dropout, sized by `config`."""
+    """A GPT-2 with random weights (drawn from `config.init_seed`), no dropout, sized by `config`."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    seed_everything(config.seed)
+    seed_everything(config.init_seed)
     separator = tokenizer.convert_tokens_to_ids(DOC_SEPARATOR)
     model_config = GPT2Config(
         vocab_size=len(tokenizer), n_positions=config.context, n_embd=config.n_embd,

@@ -163,7 +163,8 @@ def test_a_rerun_that_reproduces_the_committed_file_leaves_it_alone(tiny_lm, tmp
 
 
 def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_path):
-    """After a task version changes, the new file has another name; `membench run` deletes the old one."""
+    """After a task version changes, the new file has another name; `membench run` deletes the old one, and
+    after new weights are shipped for a recipe, every file of its older recipe."""
     import shutil
 
     from harness.app.job import remove_superseded
@@ -179,6 +180,9 @@ def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_pat
                      EvaluateOptions(output_path=out, limit=4))
     assert remove_superseded(out, [new]) == [old]
     assert sorted(p.name for p in out.iterdir()) == sorted([new.name, other.name])
+    # new weights shipped for the recipe: the files of the older recipe's checkpoints go, others' stay
+    assert remove_superseded(out, [other], {("tiny", "fedcba9876")}) == [new]
+    assert sorted(p.name for p in out.iterdir()) == [other.name]
 
 
 def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading():

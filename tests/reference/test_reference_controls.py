@@ -4,7 +4,8 @@ Min-K% 20% AUC must rise with epochs (1 < 30) and reach 0.9 after 30 epochs; the
 model of the same architecture must sit at chance (0.5 +- 0.1). The attacks beyond the token
 log-probs (ref against the quick outside build, ne with a tiny masked LM, ReCaLL, DC-PDD with
 frequencies from outside the split, gradnorm) must separate the 30-epoch model's members
-(AUC >= 0.7 at 64 words) and, but for DC-PDD (see the card), sit at chance untrained.
+(AUC >= 0.7 at 64 words) and sit at chance untrained (DC-PDD too, since the builds fit their tokenizer
+outside the split: issue 77).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_every_attack_separates_the_members_after_30_epochs(attacks, attack):
     assert attacks["xsum-gpt2-e30"][attack] >= 0.7
 
 
-@pytest.mark.parametrize("attack", ["ref", "ne", "recall", "gradnorm"])
+@pytest.mark.parametrize("attack", ATTACKS)
 def test_every_attack_is_at_chance_untrained(attacks, attack):
     assert 0.4 <= attacks["xsum-gpt2-e00"][attack] <= 0.6
 
@@ -98,7 +99,9 @@ def test_manifest_names_members_and_non_members(quick_reference):
     assert not members & others
     assert [c["epoch"] for c in manifest["checkpoints"]] == [0, 1, 30]
     assert [c["times_each_trained_document_seen"] for c in manifest["checkpoints"]] == [0, 1, 30]
-    assert manifest["n_documents_cut_to_context"] == 0  # 64 words fit the 160-token context
+    # a tokenizer fitted outside the split cuts the members into more tokens than their own did: 3 of their
+    # 64-word texts pass the 160-token context (0 before issue 77); the count is the manifest's to say
+    assert 0 <= manifest["n_documents_cut_to_context"] <= 10
 
 
 def test_untrained_model_is_at_chance(aucs):

@@ -43,20 +43,18 @@ def one_value(values: list[float]) -> list[float]:
 
 def direction_power(r: dict) -> list[float]:
     """bench_di_direction's texts a side for half the subsamples to reject, as docs/dataset-inference.md states
-    them: the reference copy after 1 epoch with "seen" (two-sided: never), after 2 either way, the real models'
-    after 1 and 2 either way, ja-gpt2-e01 at 128 both ways (at 64: neither), xsum-gpt2-e01 with "seen" (64 and
-    128 alike) and two-sided at 64 and 128; [] where a stated "never", "either way" or "neither" no longer holds."""
+    them: the reference copy after 1 epoch (never, either way), after 2 either way, the real models' after 1 and 2
+    either way, xsum-gpt2-e01 with "seen" and two-sided (64 and 128 words alike), ja-gpt2-e01 at 128 either way and
+    at 64 with "seen" (two-sided: never); [] where a stated "never", "either way" or "alike" no longer holds."""
     power = {pool: {d: row[d]["smallest_n"] for d in ("seen", "any")} for pool, row in r["power"].items()}
     same = [power[f"finetune {model} members@{epoch}"] for model in ("SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m")
-            for epoch in (1, 2)] + [power["finetune xsum-gpt2-outside-e05 members@2"]]
-    if (power["finetune xsum-gpt2-outside-e05 members@1"]["any"] is not None or any(p["seen"] != p["any"] for p in same)
-            or set(power["mink ja-gpt2-e01 64"].values()) != {None}
-            or power["mink xsum-gpt2-e01 64"]["seen"] != power["mink xsum-gpt2-e01 128"]["seen"]):
+            for epoch in (1, 2)] + [power["finetune xsum-gpt2-outside-e05 members@2"], power["mink ja-gpt2-e01 128"]]
+    if (set(power["finetune xsum-gpt2-outside-e05 members@1"].values()) != {None}
+            or any(p["seen"] != p["any"] for p in same) or power["mink ja-gpt2-e01 64"]["any"] is not None
+            or power["mink xsum-gpt2-e01 64"] != power["mink xsum-gpt2-e01 128"]):
         return []
-    return [power["finetune xsum-gpt2-outside-e05 members@1"]["seen"], same[4]["seen"], *(p["seen"] for p in same[:4]),
-            power["mink ja-gpt2-e01 128"]["seen"], power["mink ja-gpt2-e01 128"]["any"],
-            power["mink xsum-gpt2-e01 64"]["seen"], power["mink xsum-gpt2-e01 64"]["any"],
-            power["mink xsum-gpt2-e01 128"]["any"]]
+    return [same[4]["seen"], *(p["seen"] for p in same[:4]), power["mink xsum-gpt2-e01 64"]["seen"],
+            power["mink xsum-gpt2-e01 64"]["any"], same[5]["seen"], power["mink ja-gpt2-e01 64"]["seen"]]
 
 
 def stereoset_row(label: str, row: str, same_to: bool) -> Citation:
@@ -674,18 +672,35 @@ CITATIONS = [
     Citation("docs/dp.md", "bench_dp_audit--smollm2", "| SmolLM2 lora, 4 epochs | {} (no DP) | none |",
              lambda r: [0.0] if dp_first(r["runs"]["smollm2-lora-none"])[0] == 0 else []),
     # docs/dataset-inference.md: the tokenizer's own leak (issue 77, item 3)
-    *[Citation("docs/dataset-inference.md", "bench_tokenizer_leak", f"| {row} | {{}} | {{}} | {{}} | {{}} ({{}} / {{}}) |",
-               lambda r, label=label: [r["models"][label]["token_count_auc"],
-                                       *(r["models"][label]["auc"][score] for score in ("dc_pdd", "min_k_20")),
+    *[Citation("docs/dataset-inference.md", "bench_tokenizer_leak",
+               f"| {row} | {{}} ({{}}) | {{}} (+{{}}) | {{}} | {{}} ({{}} / {{}}) |",
+               lambda r, label=label: [r["models"][label]["token_count_auc"], r["models"][label]["token_count_null_sds"],
+                                       r["models"][label]["auc"]["dc_pdd"], r["models"][label]["null_sds"]["dc_pdd"],
+                                       r["models"][label]["auc"]["min_k_20"],
                                        *(r["models"][label]["dataset_inference"][key]
                                          for key in ("p_value", "n_suspect", "n_validation"))])
       for label, row in (("members-tokenizer", "fitted on the members"),
                          ("outside-tokenizer", "fitted outside the split"))],
-    Citation("docs/dataset-inference.md", "bench_tokenizer_leak", "The random-weight twin's Min-K% 20% AUC of {} is "
-             "far from 0.5 for 200 + 200 texts with a tokenizer that never saw the split. The blind bag-of-words "
-             "baseline, which queries no model, reads {} on the same texts",
-             lambda r: [r["models"]["outside-tokenizer"]["auc"]["min_k_20"],
-                        *one_value([m["auc"]["blind_bow"] for m in r["models"].values()])]),
+    Citation("docs/dataset-inference.md", "bench_tokenizer_leak", "DC-PDD's +{} lies inside the band of {} that "
+             "Bonferroni gives the {} scores at 128 words",
+             lambda r: [r["models"]["members-tokenizer"]["null_sds"]["dc_pdd"],
+                        r["models"]["members-tokenizer"]["band_null_sds"], len(r["models"]["members-tokenizer"]["auc"])]
+             if not r["models"]["members-tokenizer"]["outside_band"] else []),
+    Citation("docs/dataset-inference.md", "bench_tokenizer_leak", "for seeds 1 to 6 the reading farthest from 1/2 lies "
+             "{} to {} null sds out, inside the band of {}; seed 0 read Min-K%++ 40% AUC {} at 64 words, +{} null sds, "
+             "{} of its 48 readings beyond the band, and dataset inference rejected at all three lengths (p {})",
+             lambda r: [min(abs(r["draws"][d]["null_sds"]) for d in "123456"),
+                        max(abs(r["draws"][d]["null_sds"]) for d in "123456"),
+                        *one_value([r["draws"][d]["band_null_sds"] for d in "0123456"]),
+                        r["draws"]["0"]["auc"], r["draws"]["0"]["null_sds"], r["draws"]["0"]["outside_band"],
+                        *one_value(list(r["draws"]["0"]["di_p_value"].values()))]
+             if (r["draws"]["0"]["farthest"] == "min_k_pp_40 at 64 words"
+                 and not any(r["draws"][d]["outside_band"] for d in "123456")) else []),
+    Citation("docs/dataset-inference.md", "bench_tokenizer_leak", "Seeds 2 and 4 give dataset inference p = {} at one "
+             "length each",
+             lambda r: one_value([p for d in "24" for p in r["draws"][d]["di_p_value"].values() if p <= 0.05])
+             if [d for d in "123456" if sum(p <= 0.05 for p in r["draws"][d]["di_p_value"].values()) == 1] == ["2", "4"]
+             and not any(sum(p <= 0.05 for p in r["draws"][d]["di_p_value"].values()) > 1 for d in "123456") else []),
     # docs/dataset-inference.md: dataset inference only in the direction of "seen" (issue 77, items 4 to 6)
     *[Citation("docs/dataset-inference.md", "bench_di_direction", f"| {row} | {{}}, {{}} | {{}}, {{}} |",
                lambda r, pool=pool: [r["pools"][pool][d][key] for d in ("any", "seen")
@@ -699,28 +714,40 @@ CITATIONS = [
                          "gemma-3-270m's copy trained on the non-members, 1 epoch"),
                         ("finetune xsum-gpt2-outside-e05 non_members@1",
                          "the reference GPT-2's copy trained on the non-members, 1 epoch"))],
-    Citation("docs/dataset-inference.md", "bench_di_direction", "the reference GPT-2's copy after 1 epoch {} with "
-             "\"seen\", never within 50 two-sided; after 2 epochs {} either way; SmolLM2 after 1 and 2 epochs {} and "
-             "{} either way, gemma-3-270m {} and {}. mink_membership: ja-gpt2-e01 at 128 words {} with \"seen\" "
-             "against {}, neither within 150 at 64 words. The one loss is xsum-gpt2-e01: {} texts a side with "
-             "\"seen\" against {} at 64 words and {} at 128",
+    Citation("docs/dataset-inference.md", "bench_di_direction", "the reference GPT-2's copy after 1 epoch never "
+             "within 50 either way; after 2 epochs {} either way; SmolLM2 after 1 and 2 epochs {} and {} either way, "
+             "gemma-3-270m {} and {}. mink_membership: xsum-gpt2-e01 {} texts a side with \"seen\" against {} "
+             "two-sided, at 64 and at 128 words alike; ja-gpt2-e01 {} either way at 128 words, and at 64 words {} with "
+             "\"seen\" where the two-sided fit never gets there within 150",
              direction_power),
     Citation("docs/dataset-inference.md", "bench_di_direction", "On xsum-gpt2-e01 at 128 words both rules give p = {} "
              "on the whole pool, but leaving ReCaLL out keeps all {} texts where dropping keeps {}, and half the "
-             "subsamples reject from {} texts a side, where the dropped pool never gets there within {} (the largest "
-             "size its smaller side allows). On the untrained twin both give {} (the tokenizer, above); on the model trained on the "
-             "non-members {} and {}",
+             "subsamples reject from {} texts a side, where the dropped pool needs {}. On the untrained twin the two "
+             "give {} and {}; on the model trained on the non-members {} and {}",
              lambda r: [*one_value([r["missing"]["mink xsum-gpt2-e01 128"][rule]["p_value"]
                                     for rule in ("leave_out_score", "drop_texts")]),
                         *(r["missing"]["mink xsum-gpt2-e01 128"][rule]["texts"]
                           for rule in ("leave_out_score", "drop_texts")),
-                        r["missing"]["mink xsum-gpt2-e01 128"]["leave_out_score"]["smallest_n"],
-                        max(map(int, r["missing"]["mink xsum-gpt2-e01 128"]["drop_texts"]["power@0.05"])),
-                        *one_value([r["missing"]["mink xsum-gpt2-e00 128"][rule]["p_value"]
-                                    for rule in ("leave_out_score", "drop_texts")]),
-                        *(r["missing"]["mink xsum-gpt2-nonmembers-e30 128"][rule]["p_value"]
-                          for rule in ("leave_out_score", "drop_texts"))]
-             if r["missing"]["mink xsum-gpt2-e01 128"]["drop_texts"]["smallest_n"] is None else []),
+                        *(r["missing"]["mink xsum-gpt2-e01 128"][rule]["smallest_n"]
+                          for rule in ("leave_out_score", "drop_texts")),
+                        *(r["missing"][f"mink {model} 128"][rule]["p_value"]
+                          for model in ("xsum-gpt2-e00", "xsum-gpt2-nonmembers-e30")
+                          for rule in ("leave_out_score", "drop_texts"))]),
+    Citation("docs/dataset-inference.md", "bench_di_direction", "context: on the reference GPT-2s (512 tokens) {} of {} "
+             "texts have no ReCaLL score at 128 words",
+             lambda r: [r["missing"]["mink xsum-gpt2-e01 128"]["drop_texts"]["dropped_texts"],
+                        r["missing"]["mink xsum-gpt2-e01 128"]["leave_out_score"]["texts"]]),
+    Citation("docs/dataset-inference.md", "bench_di_direction", "a halving put a score outside its band {}% to {}% of "
+             "the time per pool (the highest upper 95% bound {}%), at or below the 1% it is built for, and the median "
+             "halving's farthest score lay {} to {} null sds out, against bands of {} and {}",
+             lambda r: (lambda bands: [round(100 * min(b["outside_rate"] for b in bands), 2),
+                                       round(100 * max(b["outside_rate"] for b in bands), 2),
+                                       round(100 * max(b["ci95"][1] for b in bands), 2),
+                                       min(b["median_largest_null_sds"] for b in bands),
+                                       max(b["median_largest_null_sds"] for b in bands),
+                                       *sorted({b["band_z"] for b in bands})])(
+                 [v["null_band"] for k, v in r["size"].items() if k != "pooled"])
+             if all(v["null_band"]["outside_rate"] <= 0.01 for k, v in r["size"].items() if k != "pooled") else []),
     Citation("docs/dataset-inference.md", "bench_di_direction", "xsum-gpt2-e00 {}% ({}% to {}%) at 64 words and {}% "
              "({}% to {}%) at 128; ja-gpt2-e00 {}% ({}% to {}%) and {}% ({}% to {}%); two trained pools, whose random "
              "halvings are nulls however well the model learnt, ja-gpt2-e01 at 64 words {}% ({}% to {}%) and "

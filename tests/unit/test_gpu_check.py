@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.reference.checkpoints import resolve_reference_model
+
 ROOT = Path(__file__).resolve().parents[2]
-TOKENIZER = ROOT / "harness/reference/weights/xsum-gpt2-8d9e9df9bb/xsum-gpt2-e00"
 
 
 def load_gpu_check():
@@ -136,7 +137,7 @@ def test_optimizer_steps(tiny):
 def test_dry_run_end_to_end(tmp_path, capsys):
     """The GPU check's whole path on the CPU (tiny Llama of the GPT-2 tokenizer's vocabulary, float32)."""
     output = tmp_path / "gpu_check.json"
-    status = gpu_check.main(["--dry-run", "--tokenizer", str(TOKENIZER), "--limit", "2", "--output", str(output),
+    status = gpu_check.main(["--dry-run", "--tokenizer", resolve_reference_model("reference:xsum-gpt2-e00"), "--limit", "2", "--output", str(output),
                              "--tasks", "mink_membership,paywall_memorization,stereoset",
                              "--task-args", "stereoset=--seed 0"])
     assert status == 0
