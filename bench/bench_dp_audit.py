@@ -200,7 +200,8 @@ def main() -> None:
                  [*TASK_FLAGS, *METHODS[model][method], *dp, *(NO_EXTRACTION if dp else []), *gradient,
                   "--finetune-seeds", str(args.seeds)])
         with tempfile.TemporaryDirectory() as scratch:
-            entries, seconds = evaluate_pinned(resolve_reference_model(MODELS[model]), "privacy_extraction", flags, Path(scratch) / "out")
+            entries, seconds = evaluate_pinned(resolve_reference_model(MODELS[model]), "privacy_extraction", flags,
+                                               Path(scratch) / "out")
         report["runs"][label] = {"model": model, "method": method, "flags": flags, "seconds": round(seconds, 1),
                                  **summary(entries["privacy_extraction"])}
         print(f"{label}: {report['runs'][label]['epochs']}", file=sys.stderr, flush=True)

@@ -11,9 +11,9 @@ words, pinned, in a child process each:
   outside the split (neither members nor non-members).
 
 Reported per model: every score's ROC AUC (members positive) at 128 words, its distance from 1/2 in null
-standard deviations and whether it lies outside the null band `membench run` checks (`null_bands`), the AUC of the token count of each
-text's first 128 words (no model: the tokenizer alone; below 0.5 means members take fewer tokens), and dataset
-inference at 128 words (p, statistic, the texts it kept). An untrained model is a null only if its members and
+standard deviations and whether it lies outside the null band `membench run` checks (`null_bands`), the AUC of
+the token count of each text's first 128 words (no model: the tokenizer alone; below 0.5 means members take
+fewer tokens), and dataset inference at 128 words (p, statistic, the texts it kept). An untrained model is a null only if its members and
 non-members are exchangeable; a score whose AUC leaves 0.5 on `members-tokenizer` but not on `outside-tokenizer`
 reads the tokenizer.
 
@@ -69,7 +69,8 @@ def tokenizer_reading(folder: Path) -> dict:
     from harness.reference.null_bands import null_sd, token_count_auc
 
     auc, members, non_members = token_count_auc(AutoTokenizer.from_pretrained(folder), length=LENGTH)
-    return {"token_count_auc": round(auc, 4), "token_count_null_sds": round((auc - 0.5) / null_sd(members, non_members), 2)}
+    return {"token_count_auc": round(auc, 4),
+            "token_count_null_sds": round((auc - 0.5) / null_sd(members, non_members), 2)}
 
 
 def band_readings(entry: dict) -> list:
@@ -106,7 +107,8 @@ def draw_reading(entry: dict) -> dict:
     far = max(readings, key=lambda r: abs(r.null_sds))
     return {"farthest": far.where, "auc": round(far.auc, 4), "null_sds": round(far.null_sds, 2),
             "band_null_sds": round(far.band_sds, 2), "outside_band": sum(not r.inside for r in readings),
-            "di_p_value": {length: round(info["p_value"], 4) for length, info in entry["info"]["dataset_inference"].items()
+            "di_p_value": {length: round(info["p_value"], 4)
+                           for length, info in entry["info"]["dataset_inference"].items()
                            if length != "guard" and "p_value" in info}}
 
 

@@ -181,8 +181,8 @@ def run_reference_job(submissions: Path, board: Path, batch_size: int | str = JO
     return JobOutcome(written + [board], compare_controls(before, evaluated, registry), removed, kept,
                       committed_report(committed, REAL_MODEL_EXPECTATIONS, versions),
                       committed_report(committed, DP_CONTROL_EXPECTATIONS, versions),
-                      band_report([results for _, results in evaluated] + real_model_files(committed), versions=versions,
-                                  tokenizers=untrained_folders(evaluated)))
+                      band_report([results for _, results in evaluated] + real_model_files(committed),
+                                  versions=versions, tokenizers=untrained_folders(evaluated)))
 
 
 def evaluate_controls(found: list[tuple[object, list[Path]]], registry: dict, options: EvaluateOptions,

@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
 from scipy.stats import norm
 from tabulate import tabulate
 
@@ -44,7 +43,7 @@ SELECTED = "_best"  # a score name ending so is chosen on the evaluation texts
 @dataclass(frozen=True)
 class NullSpec:
     """Which AUCs of `task` are nulls: on the models `models` (control names; empty: every model), metric
-    `metric` with tag `fixed` = `fixed_value` where given (finetune's epoch 0), named by tag `label`, over the
+    `metric` with the tag and value `fixed` where given (finetune's epoch 0), named by tag `label`, over the
     members and non-members counted at `counts` (format fields: the metric's tags); `n_counts_texts`: the metric's
     n counts the texts it was computed on (an attack that scored fewer), not pairs (M-MEM's n1 n0); a label
     ending in `selected` names a score chosen on these very texts, not read (NER's `opt_best` was chosen on the
