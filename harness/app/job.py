@@ -131,7 +131,8 @@ class JobOutcome:
     real_models: tuple[str, list] = ("", [])
     # the DP control pair's, on its committed submissions (`membench reference dp-control`): table, failed
     dp_controls: tuple[str, list] = ("", [])
-    # the untrained twins' null bands on this run's files (`null_bands.band_report`): table, readings outside
+    # the null checkpoints' bands (`null_bands.band_report`) on this run's files, the real models' committed ones
+    # and the untrained causal checkpoints' tokenizers: table, readings outside
     null_bands: tuple[str, list] = ("", [])
 
 
