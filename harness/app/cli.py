@@ -145,6 +145,64 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return UserError.exit_code if failed else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Each file's numbers computed again from its records by today's reporting stages: a line per task
+    saying whether they equal the file's bit for bit; with --output-path, the results file so reported
+    (and its sidecar) written there. A file that cannot be read, or whose sidecar is missing or another
+    run's, is one error line; exit 2 when any failed."""
+    import shutil
+
+    from harness.app.verify import first_difference, re_reported, recompute
+    from harness.core.io import check_writable_folder
+    from harness.core.results import write_results
+
+    if args.output_path:
+        check_writable_folder(args.output_path, "--output-path")
+    failed = 0
+    for path in args.files:
+        try:
+            done = recompute(path, same_reporting=False)
+            if args.output_path:
+                target = args.output_path / path.name
+                if target.resolve() == path.resolve():
+                    raise UserError(f"{path}: --output-path would overwrite it; give another folder")
+                if done.reports:
+                    sidecar = args.output_path / done.results.records_file
+                    shutil.copyfile(path.parent / done.results.records_file, sidecar)
+                write_results(re_reported(done), target)
+        except UserError as err:
+            print(f"membench: error: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        for entry in done.results.tasks:
+            if entry.name in done.reports:
+                found = first_difference(entry, done.reports[entry.name])
+                print(f"{path}: {entry.name}: " + ("reported from its records, identical to the file" if found is None
+                                                   else f"reported from its records: {found}"))
+            elif entry.status == "ok":
+                print(f"{path}: {entry.name}: unverified (no records)")
+    return UserError.exit_code if failed else 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Every file's numbers recomputed from its records and compared (`harness.app.verify`): `ok` on
+    stdout (naming the tasks that carry no records, unverified), or one error line on stderr; exit 2
+    when any failed."""
+    from harness.app.verify import verify_file
+
+    failed = 0
+    for path in args.files:
+        try:
+            done = verify_file(path)
+        except UserError as err:
+            print(f"membench: error: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        unverified = f"; unverified (no records): {', '.join(done.unverified)}" if done.unverified else ""
+        print(f"{path}: ok ({len(done.reports)} task(s) recomputed from their records{unverified})")
+    return UserError.exit_code if failed else 0
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from harness.core.io import check_writable_folder
     from leaderboard.build import is_current, write_board
@@ -281,7 +339,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"evaluate": cmd_evaluate, "export-lm-eval": cmd_export_lm_eval, "import-lm-eval": cmd_import_lm_eval,
-            "tasks": cmd_tasks, "validate": cmd_validate,
+            "tasks": cmd_tasks, "validate": cmd_validate, "report": cmd_report, "verify": cmd_verify,
             "leaderboard": cmd_leaderboard, "reference": cmd_reference, "prune": cmd_prune, "run": cmd_run}
 
 
@@ -302,7 +360,9 @@ def reporting_interrupts(command_line):
     return run
 
 
-PINNED_COMMANDS = ("run", "reference")  # always run pinned (harness/run/reproducible.py)
+# always run pinned (harness/run/reproducible.py); `report` and `verify` so that a report's BLAS sums are
+# those of `membench run`, which wrote the committed files
+PINNED_COMMANDS = ("run", "reference", "report", "verify")
 
 
 def command_of(words: list[str]) -> str | None:

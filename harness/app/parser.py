@@ -131,6 +131,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     add_import_lm_eval(commands)
     add_tasks(commands)
     add_validate(commands)
+    add_report(commands)
+    add_verify(commands)
     add_leaderboard(commands)
     add_reference(commands, full("reference"))
     add_prune(commands)
@@ -237,6 +239,21 @@ def add_validate(commands) -> None:
     va.add_argument("--strict", action="store_true",
                     help="also refuse what may not be submitted: results of runs with --limit, and task "
                          "versions newer than this membench's (CI checks the submissions this way)")
+
+
+def add_report(commands) -> None:
+    """The flags of `membench report`."""
+    re_ = commands.add_parser("report", help="compute results files' numbers again from their records (the "
+                                             "sidecar), with this membench's reporting, without a model")
+    re_.add_argument("files", nargs="+", type=Path)
+    re_.add_argument("--output-path", type=Path, help="write each file so reported (and its sidecar) into this folder")
+
+
+def add_verify(commands) -> None:
+    """The flags of `membench verify`."""
+    ve = commands.add_parser("verify", help="check that results files' numbers follow from their records (every "
+                                            "file; one line each, exit 2 when any fails)")
+    ve.add_argument("files", nargs="+", type=Path)
 
 
 def add_leaderboard(commands) -> None:

@@ -208,14 +208,25 @@ class TaskEntry(_Strict):
     # `harness.scoring.fitting`), what `--batch-size auto` chose; left out when unknown (older files,
     # cached entries of older runs). The numbers do not depend on it.
     batch_sizes: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    # The sha256 of the task's records (`harness.core.records.records_digest`), which the results file's
+    # sidecar holds, and the version of the reporting stage that computed the metrics from them
+    # (`Task.REPORT_VERSION`); both left out where the task wrote no records (a task not yet split
+    # into scoring and reporting, files made before records, imported runs): the board marks it unverified.
+    records_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    report_version: int | None = Field(None, ge=1)
 
     @model_serializer(mode="wrap")
     def _omit_no_warnings(self, handler) -> dict[str, Any]:
         data = handler(self)
-        for key in ("warnings", "batch_sizes"):
+        for key in ("warnings", "batch_sizes", "records_sha256", "report_version"):
             if not data.get(key):
                 data.pop(key, None)
         return data
+
+    @property
+    def verifiable(self) -> bool:
+        """Whether the entry's numbers can be recomputed: it ran and its records are in the sidecar."""
+        return self.status == "ok" and self.records_sha256 is not None
 
     @field_validator("item_scores", mode="before")
     @classmethod
@@ -351,10 +362,22 @@ class ResultsFile(_Strict):
     environment: Environment
     run: RunSettings
     tasks: list[TaskEntry]
+    # The records sidecar beside the file (`harness.core.records.sidecar_name`), where a task wrote records.
+    # A file name in the results file's folder, never a path.
+    records_file: str | None = Field(None, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]*\.records\.json\.gz$")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_records(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("records_file") is None:
+            data.pop("records_file", None)
+        return data
 
     @model_validator(mode="after")
     def _model_fits_schema(self) -> "ResultsFile":
         self.model.check_schema(self.schema_version)
+        if any(t.records_sha256 for t in self.tasks) and not self.records_file:
+            raise ValueError("tasks with records_sha256 need records_file, the sidecar that holds their records")
         return self
 
     def task(self, name: str) -> TaskEntry | None:

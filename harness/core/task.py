@@ -1,7 +1,12 @@
 """The contract between the runner and a task, and the task registry.
 
 A task is a class with NAME, VERSION (an int; bump it whenever what the task computes changes),
-DESCRIPTION, MODEL_KINDS, HEADLINE (optionally SUMMARY), a pydantic `Config`, and `load_data` / `run`. It registers itself with
+DESCRIPTION, MODEL_KINDS, HEADLINE (optionally SUMMARY), a pydantic `Config`, `load_data` and its two
+stages: `score` (the model passes: model, data -> records, `harness.core.records`) and `report` (a pure
+function: records, config, seed -> every metric and info field; it imports no torch). VERSION counts
+what `score` computes, REPORT_VERSION what `report` does with it, so a change to the reporting alone
+reports the cached records again, without a model pass. A task not yet split overrides `run` instead
+(both stages in one; its entries carry no records and the board marks them unverified). It registers itself with
 `@register`; the application imports every package under `tasks/` (`harness.app.registry.discover`),
 and the runner, handed task classes, never names one. `--limit` (a test run) reaches `load_data` as `RunContext.limit`; each task card
 says what it cuts, and LIMIT_VERSION is bumped when only that changes.
@@ -18,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.records import Records, normalise
 from harness.core.results import Headline, Metric, TaskEntry
 
 # Flags the runner owns; a task config field may not reuse these names.
@@ -139,15 +145,40 @@ class Task(ABC):
     # What `--limit` cuts (a test run's data): bump it when that changes but full runs do not, so
     # the cache serves no limited run of the old rule (full runs' cache keys and VERSION stay).
     LIMIT_VERSION: ClassVar[int] = 1
+    # What `report` does with the records: bump it when only that changes (VERSION, what `score` computes,
+    # stays, and cached records are reported again without a model pass).
+    REPORT_VERSION: ClassVar[int] = 1
+    # Config fields only `report` reads: left out of the records' cache key, so a run that changes only
+    # these reports the cached records again.
+    REPORT_ONLY: ClassVar[frozenset[str]] = frozenset()
     Config: ClassVar[type[TaskConfig]] = TaskConfig
 
     @abstractmethod
     def load_data(self, config: TaskConfig, context: RunContext) -> Any:
         """Read and check the task's data; called before any model is loaded, so bad data fails fast."""
 
-    @abstractmethod
+    def score(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> Records:
+        """The scoring stage: the model passes over `data`, as records (JSON values, `harness.core.records`)
+        that hold everything `report` reads, the facts about the run it reports included. Never loads a
+        model and never writes a file."""
+        raise NotImplementedError(f"{self.NAME} has no scoring stage (it overrides `run`)")
+
+    def report(self, records: Records, config: TaskConfig, seed: int) -> TaskResult:
+        """The reporting stage: every metric, count, sample and info field from the records (normalised,
+        as the sidecar gives them back), `config` and `seed`; pure (the same bits from the same records,
+        no model, no torch), and a `UserError` naming the record at fault for records it cannot have
+        made (a duplicated item, a value out of range)."""
+        raise NotImplementedError(f"{self.NAME} has no reporting stage (it overrides `run`)")
+
+    @classmethod
+    def has_records(cls) -> bool:
+        """Whether the task runs in two stages (`score`, `report`) and so writes records."""
+        return cls.score is not Task.score
+
     def run(self, model: LoadedModel, data: Any, config: TaskConfig, context: RunContext) -> TaskResult:
-        """Score `model` on `data`. Never loads a model and never writes a file."""
+        """Both stages: `report` of `score`'s records, normalised as the sidecar keeps them. A task
+        not yet split overrides this instead."""
+        return self.report(normalise(self.score(model, data, config, context)), config, context.seed)
 
     def headlines(self, config: TaskConfig) -> tuple[Headline, tuple[Headline, ...]]:
         """The headline and summary the board shows of a run with `config`: `HEADLINE` and `SUMMARY`,

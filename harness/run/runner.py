@@ -15,11 +15,12 @@ from typing import Any, Callable, Literal
 from pydantic import ValidationError
 
 import harness
-from harness.core import interrupts, progress
+from harness.core import interrupts, progress, records
 from harness.core.board_keys import board_key
 from harness.core.errors import UserError, warn
 from harness.core.io import atomic_write_text, canonical_json, sha256_file, sha256_text
 from harness.core.model_types import LoadedModel
+from harness.core.records import normalise, records_digest
 from harness.core.results import (
     SCHEMA_VERSION,
     Environment,
@@ -194,64 +195,129 @@ def task_cache_key(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, c
     return digest, cache_key(digest, auxiliary)
 
 
+def records_key(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
+                options: EvaluateOptions) -> str:
+    """The records cache's key of a two-stage task: `task_cache_key`'s of the config without the
+    fields only its report reads (`Task.REPORT_ONLY`), so a run that changes only those (or only the
+    reporting code: `Task.REPORT_VERSION`) reports the cached records again."""
+    source = getattr(data, "source", None)
+    settings = {k: v for k, v in config.model_dump(mode="json").items() if k not in task.REPORT_ONLY}
+    digest = settings_hash(settings, options.limit, options.seed, lm.dtype,
+                           source if isinstance(source, str) else None, task.LIMIT_VERSION)
+    return cache_key(digest, {role: model.identity for role, model in context.models.items()})
+
+
+@dataclass(frozen=True)
+class CachedRecords:
+    """A two-stage task's records from the cache, and the facts of the scoring run that made them."""
+
+    records: dict[str, Any]
+    scoring: dict[str, Any]
+
+
 def cached_result(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
-                  options: EvaluateOptions) -> tuple[TaskEntry, str] | None:
-    """The task's finished entry and samples (JSONL) from the results cache; None under `--no-cache`,
-    when it is not there, or when the cached entry has no metrics (cached by an older membench: it
-    runs again), or when the task refuses it (`Task.reusable`). Rank 0 reads and every rank gets its
-    answer, so that every rank of a data-parallel run computes the same tasks."""
+                  options: EvaluateOptions) -> tuple[TaskEntry, str] | CachedRecords | None:
+    """What the cache holds of the task's run: a two-stage task's records (`CachedRecords`: the report
+    is computed again from them), or a one-stage task's finished entry and samples (JSONL); None under
+    `--no-cache`, when it is not there, or when the cached entry has no metrics (cached by an older
+    membench: it runs again), or when the task refuses it (`Task.reusable`). Rank 0 reads and every
+    rank gets its answer, so that every rank of a data-parallel run computes the same tasks."""
     if not options.use_cache:
         return None
+    if task.has_records():
+        key = records_key(task, lm, data, config, context, options)
+        found = distributed.broadcast_from_main(cache.get_records(lm.identity, task.NAME, task.VERSION, key)
+                                                if distributed.is_main() else None)
+        return CachedRecords(*found) if found else None
     _, key = task_cache_key(task, lm, data, config, context, options)
     hit = distributed.broadcast_from_main(cache.get(lm.identity, task.NAME, task.VERSION, key)
                                           if distributed.is_main() else None)
     return hit if hit and hit[0].metrics and task.reusable(hit[0]) else None
 
 
+@dataclass
+class TaskOutcome:
+    """What `run_task` gives: the task's entry, its samples as JSONL (`--log-samples`) and its records
+    (None for a one-stage task or a skipped one)."""
+
+    entry: TaskEntry
+    samples: str = ""
+    records: dict[str, Any] | None = None
+
+
+def score_records(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
+                  options: EvaluateOptions) -> CachedRecords:
+    """Run a two-stage task's scoring stage, normalise its records (`harness.core.records.normalise`)
+    and cache them with the facts of the run."""
+    started, peak_known = time.perf_counter(), heap.reset_peak_rss()
+    fitting.reset()
+    with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
+        records = normalise(task.score(lm, data, config, context))
+    scoring = {"wall_time_s": round(time.perf_counter() - started, 3),
+               "peak_rss_bytes": heap.peak_rss_bytes() if peak_known else None, "batch_sizes": fitting.step_sizes()}
+    if distributed.is_main() and options.use_cache:
+        cache.put_records(lm.identity, task.NAME, task.VERSION, records_key(task, lm, data, config, context, options),
+                          records, scoring)
+    return CachedRecords(records, scoring)
+
+
 def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
              options: EvaluateOptions, reason: str | None = None,
-             cached: tuple[TaskEntry, str] | None = None) -> tuple[TaskEntry, str]:
-    """The task's entry (from the cache when it finished before) and its samples as JSONL; a skipped
-    entry when `reason` says why the task cannot run (`skip_reasons`), or when it ran and computed
-    no metrics (with the task's `no_metrics_reason`; such a run is not cached). `cached`: what
-    `cached_result` found, where the caller looked already; None: it is looked up here."""
+             cached: tuple[TaskEntry, str] | CachedRecords | None = None) -> TaskOutcome:
+    """The task's entry, samples and records; a skipped entry when `reason` says why the task cannot
+    run (`skip_reasons`), or when it ran and computed no metrics (with the task's `no_metrics_reason`;
+    such a run is not cached). A two-stage task scores (or takes its records from the cache) and
+    always reports; a one-stage task's entry comes from the cache when it finished before. `cached`:
+    what `cached_result` found, where the caller looked already; None: it is looked up here."""
     digest, key = task_cache_key(task, lm, data, config, context, options)
     base = dict(name=task.NAME, version=task.VERSION, config=config.model_dump(mode="json"),
                 config_hash=digest, changed_settings=changed_settings(config), seed=options.seed)
     reason = reason or task.skip_reason(lm)
     if reason:
         log.info("skipping %s: %s", task.NAME, reason)
-        return TaskEntry(status="skipped", skip_reason=reason, **base), ""
+        return TaskOutcome(TaskEntry(status="skipped", skip_reason=reason, **base))
     hit = cached or cached_result(task, lm, data, config, context, options)
-    if hit:
+    headline, summary = task.headlines(config)
+    if isinstance(hit, tuple):
         log.info("%s: reusing the cached result", task.NAME)
         entry, samples = hit
         warn_entry(entry)
         # the headline and summary say how the board shows the task, not what was computed: take today's
         # (and what changed from the defaults: an entry cached by an older membench lacks it)
-        headline, summary = task.headlines(config)
-        return entry.model_copy(update={"headline": headline, "summary": list(summary),
-                                        "changed_settings": base["changed_settings"]}), samples
-    started, peak_known = time.perf_counter(), heap.reset_peak_rss()
-    fitting.reset()
-    with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
-        result = task.run(lm, data, config, context)
+        return TaskOutcome(entry.model_copy(update={"headline": headline, "summary": list(summary),
+                                                    "changed_settings": base["changed_settings"]}), samples)
+    if task.has_records():
+        if hit is not None:
+            log.info("%s: reporting the cached records again", task.NAME)
+        scored = hit or score_records(task, lm, data, config, context, options)
+        started = time.perf_counter()
+        result = task.report(scored.records, config, options.seed)
+        wall = scored.scoring["wall_time_s"] + (time.perf_counter() - started)
+        facts = dict(peak_rss_bytes=scored.scoring["peak_rss_bytes"], batch_sizes=scored.scoring["batch_sizes"],
+                     records_sha256=records_digest(scored.records), report_version=task.REPORT_VERSION)
+    else:
+        started, peak_known = time.perf_counter(), heap.reset_peak_rss()
+        fitting.reset()
+        with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
+            result = task.run(lm, data, config, context)
+        wall = time.perf_counter() - started
+        facts = dict(peak_rss_bytes=heap.peak_rss_bytes() if peak_known else None, batch_sizes=fitting.step_sizes())
     if not result.metrics:  # nothing to show: not an "ok" run
         reason = f"no metrics: {result.no_metrics_reason or 'the task computed none on this data'}"
         if distributed.is_main():
             warn(f"{task.NAME} skipped: {reason}")
-        return TaskEntry(status="skipped", skip_reason=reason, counts=result.counts, info=result.info, **base), ""
-    headline, summary = task.headlines(config)
+        return TaskOutcome(TaskEntry(status="skipped", skip_reason=reason, counts=result.counts, info=result.info,
+                                     **base))
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=headline,
                       summary=list(summary), info=result.info, item_scores=result.item_scores,
-                      wall_time_s=round(time.perf_counter() - started, 3),
-                      peak_rss_bytes=heap.peak_rss_bytes() if peak_known else None, warnings=result.warnings,
-                      batch_sizes=fitting.step_sizes(), **base)
+                      wall_time_s=round(wall, 3), warnings=result.warnings, **facts, **base)
     warn_entry(entry)
     samples = cache.samples_to_jsonl(result.samples)
+    if task.has_records():
+        return TaskOutcome(entry, samples, scored.records)
     if distributed.is_main():
         cache.put(lm.identity, entry, samples, key)
-    return entry, samples
+    return TaskOutcome(entry, samples)
 
 
 def warn_entry(entry: TaskEntry) -> None:
@@ -295,28 +361,30 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
     hits = [None if reason else cached_result(task, lm, data, config, task_context, options)
             for task, data, config, task_context, reason in zip(instances, datasets, configs, contexts, unscorable)]
     reasons = skip_reasons(instances, configs, datasets, lm, options, cached=[hit is not None for hit in hits])
-    entries, samples = [], []
+    outcomes = []
     for task, config, data, reason, task_context, hit in zip(instances, configs, datasets, reasons, contexts, hits):
         started = time.perf_counter()
         if options.on_task_start and distributed.is_main():
             options.on_task_start(task.NAME, lm.name)
-        entry, jsonl = run_task(task, lm, data, config, task_context, options, reason, hit)
+        outcome = run_task(task, lm, data, config, task_context, options, reason, hit)
         if options.on_task_end and distributed.is_main():
-            options.on_task_end(entry, lm.name, time.perf_counter() - started)
-        entries.append(entry)
-        samples.append(jsonl)
+            options.on_task_end(outcome.entry, lm.name, time.perf_counter() - started)
+        outcomes.append(outcome)
+    entries = [outcome.entry for outcome in outcomes]
+    model = model_info(lm)
+    path = Path(options.output_path) / f"{stem_of(model, entries)}.json"
     results = ResultsFile(
         schema_version=SCHEMA_VERSION, created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0),
         harness=HarnessInfo(version=harness.__version__, git_commit=git_commit()),
-        model=model_info(lm),
+        model=model,
         environment=environment(lm), run=RunSettings(batch_size=options.batch_size, limit=options.limit,
                                                    max_batch_size=options.max_batch_size if options.batch_size == "auto" else None,
                                                    seed=options.seed, processes=distributed.world_size()),
         tasks=entries,
+        records_file=records.sidecar_name(path.name) if any(o.records is not None for o in outcomes) else None,
     )
-    path = Path(options.output_path) / f"{results_stem(results)}.json"
     with interrupts.deferred():  # Ctrl-C waits until the samples files and the results file naming them are written
-        write_outputs(results, path, samples, options)
+        write_outputs(results, path, outcomes, options)
     return path
 
 
@@ -341,20 +409,30 @@ def load_auxiliary_models(spec: models.ModelSpec, tasks: list[Task], configs: li
     return out
 
 
-def write_outputs(results: ResultsFile, path: Path, samples: list[str], options: EvaluateOptions) -> None:
-    """Write the per-sample JSONL files (with `--log-samples`) and then the results file naming them
-    (rank 0 only); the samples files this call created are removed again when a write fails."""
+def write_outputs(results: ResultsFile, path: Path, outcomes: list[TaskOutcome], options: EvaluateOptions) -> None:
+    """Write the records sidecar (where a task wrote records), the per-sample JSONL files (with
+    `--log-samples`) and then the results file naming them (rank 0 only); the files this call
+    created are removed again when a write fails."""
     new_files = []
     try:
+        with_records = {o.entry.name: o for o in outcomes if o.records is not None}
+        if with_records:
+            if distributed.is_main():
+                target = path.parent / results.records_file
+                if not target.exists():
+                    new_files.append(target)
+                records.write_sidecar(target, results.model.identity, {
+                    name: {"version": o.entry.version, "config_hash": o.entry.config_hash, "records": o.records}
+                    for name, o in with_records.items()})
         if options.log_samples:
-            for entry, jsonl in zip(results.tasks, samples):
+            for entry, outcome in zip(results.tasks, outcomes):
                 if entry.status == "ok":
                     entry.samples_file = f"{path.stem}.{entry.name}.samples.jsonl"
                     if distributed.is_main():
                         target = path.parent / entry.samples_file
                         if not target.exists():
                             new_files.append(target)
-                        atomic_write_text(target, jsonl)
+                        atomic_write_text(target, outcome.samples)
         if distributed.is_main():
             write_results(results, path)
     except BaseException:
@@ -374,8 +452,13 @@ def model_info(lm: LoadedModel) -> ModelInfo:
 
 def results_stem(results: ResultsFile) -> str:
     """`<model name>__<board key[:12]>__<hash of the model kind, task versions and configs>`, file-name safe."""
-    run = canonical_json([results.model.kind, sorted((t.name, t.version, t.config_hash) for t in results.tasks)])
-    return f"{safe_file_stem(results.model.name)}__{board_key(results.model)[:12]}__{sha256_text(run)[:8]}"
+    return stem_of(results.model, results.tasks)
+
+
+def stem_of(model: ModelInfo, tasks: list[TaskEntry]) -> str:
+    """`results_stem` of a results file with this model and these task entries."""
+    run = canonical_json([model.kind, sorted((t.name, t.version, t.config_hash) for t in tasks)])
+    return f"{safe_file_stem(model.name)}__{board_key(model)[:12]}__{sha256_text(run)[:8]}"
 
 
 def environment(lm: LoadedModel) -> Environment:

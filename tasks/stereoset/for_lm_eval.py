@@ -15,7 +15,7 @@ sums (`scoring.causal_sentence_scores`):
 
 lm-eval returns only sums, so each document carries its sentences' token counts under the
 export's tokenizer and `doc_item` divides. SS, LMS and ICAT, overall and per domain, are
-membench's `stereoset_scores` (through `task.domain_metrics`'s breakdown).
+membench's `stereoset_scores` (through `report.domain_metrics`'s breakdown).
 """
 
 from __future__ import annotations

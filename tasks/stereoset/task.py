@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 from pydantic import Field
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import RunContext, Task, TaskConfig, TaskResult, register
-from harness.metrics.bias import stereoset_scores
-from tasks.stereoset.data import DEFAULT, DOMAINS, LABELS, StereoSetData, load_stereoset
+from tasks.stereoset.data import DEFAULT, LABELS, StereoSetData, load_stereoset
+from tasks.stereoset.report import report
 from tasks.stereoset.scoring import missing_start_warning, option_scores, seq2seq_rule, start_token
 
 
@@ -34,20 +34,6 @@ class StereoSetConfig(TaskConfig):
         "official", description="causal LMs: 'official' (the official scorer: the first token given the start token "
         "<|endoftext|>, else BOS, else EOS, from its own pass; the others given only the sentence's earlier tokens) "
         "or 'bos' (membench v1: [BOS] + sentence in one pass, every token conditioned on BOS, else EOS)")
-
-
-def domain_metrics(examples, scores: np.ndarray) -> list[Metric]:
-    """LMS, SS and ICAT overall and per domain (the official evaluation's breakdown)."""
-    out = []
-    for domain in ("all",) + DOMAINS:
-        rows = [i for i, e in enumerate(examples) if domain in ("all", e.bias_type)]
-        if not rows:
-            continue
-        values = stereoset_scores([examples[i].target for i in rows], scores[rows, 0], scores[rows, 1], scores[rows, 2])
-        tags = {"domain": domain}
-        out += [Metric(name=name, value=values[name], n=values["examples"], tags=tags) for name in ("lms", "ss", "icat")]
-        out.append(Metric(name="targets", value=values["targets"], tags=tags))
-    return out
 
 
 @register
@@ -78,16 +64,17 @@ class StereoSet(Task):
 
         return export(self, data, config, tokenizer)
 
-    def run(self, model: LoadedModel, data: StereoSetData, config: StereoSetConfig,
-            context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: StereoSetData, config: StereoSetConfig, context: RunContext) -> Records:
+        """Each example's three option scores (records: `tasks.stereoset.report`)."""
         scores, info = option_scores(model, data.examples, context.batch_size, context.progress,
                                      config.causal_context)
-        samples = [{"id": e.example_id, "target": e.target, "bias_type": e.bias_type, "context": e.context,
-                    "template_words": {label: e.template_word(label) for label in LABELS},
-                    "scores": dict(zip(LABELS, map(float, row)))} for e, row in zip(data.examples, scores)]
-        counts = {"examples": len(data.examples), "options": 3 * len(data.examples),
-                  **{f"examples@{d}": sum(e.bias_type == d for e in data.examples) for d in DOMAINS}}
+        examples = [{"id": e.example_id, "target": e.target, "bias_type": e.bias_type, "context": e.context,
+                     "template_words": {label: e.template_word(label) for label in LABELS},
+                     "scores": dict(zip(LABELS, map(float, row)))} for e, row in zip(data.examples, scores)]
         warning = missing_start_warning(model.tokenizer, config.causal_context) if model.kind is ModelKind.CAUSAL_LM \
             else None
-        return TaskResult(metrics=domain_metrics(data.examples, scores), counts=counts, samples=samples,
-                          info={"data_source": data.source, **info}, warnings=[warning] if warning else [])
+        return {"examples": examples, "facts": {"data_source": data.source, **info},
+                "warnings": [warning] if warning else []}
+
+    def report(self, records: Records, config: StereoSetConfig, seed: int) -> TaskResult:
+        return report(records)

@@ -197,14 +197,14 @@ def test_run_task_records_changed_settings_outside_the_hash_and_on_a_cache_hit()
     lm = SimpleNamespace(dtype="float32", identity="1" * 64, kind=next(iter(Cut.MODEL_KINDS)), name="fake-lm")
     options, task = EvaluateOptions(progress=False), Cut()
     config = Cut.Config(sizes=(50,))
-    entry, _ = run_task(task, lm, None, config, RunContext(progress=False), options)
+    entry = run_task(task, lm, None, config, RunContext(progress=False), options).entry
     assert entry.status == "ok" and entry.changed_settings == ["sizes"]
     assert entry.config_hash == config_hash(config, options, "float32")  # the field is no input of the hash
-    again, _ = run_task(task, lm, None, config, RunContext(progress=False), options)  # from the cache
+    again = run_task(task, lm, None, config, RunContext(progress=False), options).entry  # from the cache
     assert again.changed_settings == ["sizes"] and again.config_hash == entry.config_hash
-    default, _ = run_task(task, lm, None, Cut.Config(), RunContext(progress=False), EvaluateOptions(use_cache=False))
+    default = run_task(task, lm, None, Cut.Config(), RunContext(progress=False), EvaluateOptions(use_cache=False)).entry
     assert default.changed_settings == []
-    skipped, _ = run_task(task, lm, None, config, RunContext(), options, reason="not this kind")
+    skipped = run_task(task, lm, None, config, RunContext(), options, reason="not this kind").entry
     assert skipped.status == "skipped" and skipped.changed_settings == ["sizes"]
 
 

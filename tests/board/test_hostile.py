@@ -388,11 +388,12 @@ def test_a_task_that_computes_no_metrics_is_skipped_with_its_reason():
     lm = SimpleNamespace(dtype="float32", identity=ID_A, kind=ModelKind.CAUSAL_LM, name="fake-lm")
     options = EvaluateOptions(use_cache=False)
     task = Empty()
-    entry, samples = run_task(task, lm, None, TaskConfig(), RunContext(), options)
+    outcome = run_task(task, lm, None, TaskConfig(), RunContext(), options)
+    entry, samples = outcome.entry, outcome.samples
     assert (entry.status, entry.skip_reason, entry.metrics, samples) == (
         "skipped", "no metrics: the task computed none on this data", [], "")
     task.reason = "every text is too short"
-    entry, _ = run_task(task, lm, None, TaskConfig(), RunContext(), options)
+    entry = run_task(task, lm, None, TaskConfig(), RunContext(), options).entry
     assert entry.skip_reason == "no metrics: every text is too short" and entry.counts == {"texts": 3}
 
 

@@ -293,8 +293,8 @@ def test_a_tasks_progress_bars_name_the_task_and_the_model(capsys):
     lm = SimpleNamespace(kind=ModelKind.CAUSAL_LM, dtype="float32", identity="f" * 64, name="ner-bert-e06")
     task = ToyTask()
     capsys.readouterr()
-    entry, _ = run_task(task, lm, task.load_data(None, None), task.Config(), RunContext(progress=True),
-                        EvaluateOptions(use_cache=False))
+    entry = run_task(task, lm, task.load_data(None, None), task.Config(), RunContext(progress=True),
+                     EvaluateOptions(use_cache=False)).entry
     assert entry.status == "ok" and entry.metrics[0].value == 3.0
     assert "toy_task · ner-bert-e06: scoring names" in capsys.readouterr().err  # the bar, forced on
     with labelled("outer"):

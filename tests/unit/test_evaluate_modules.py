@@ -204,7 +204,7 @@ def stereoset_examples(seed: int = 0, n: int = 240):
 
 
 def test_stereoset_equals_membench_and_the_task(load):
-    from tasks.stereoset.task import domain_metrics
+    from tasks.stereoset.report import domain_metrics
 
     examples, scores = stereoset_examples()
     assert (scores[:, 0] == scores[:, 1]).sum() > 5  # ties between stereotype and anti-stereotype
@@ -216,7 +216,7 @@ def test_stereoset_equals_membench_and_the_task(load):
     assert overall == pytest.approx(stereoset_scores(targets, scores[:, 0], scores[:, 1], scores[:, 2]), **EXACT)
     got = stereoset.compute(**inputs, domains=domains)
     task = {(m.name if m.tags["domain"] == "all" else f"{m.name}_{m.tags['domain']}"): m.value
-            for m in domain_metrics(examples, scores)}
+            for m in domain_metrics(targets, domains, scores)}
     assert len(task) == 20 and task == pytest.approx({k: got[k] for k in task}, **EXACT)
     assert set(got) - set(task) == {f"examples_{d}" for d in ("gender", "profession", "race", "religion")} | {"examples"}
     assert sum(got[f"examples_{d}"] for d in ("gender", "profession", "race", "religion")) == len(examples)
