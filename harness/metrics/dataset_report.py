@@ -164,13 +164,22 @@ def dataset_inference_report(labels: Sequence[int], scores: Sequence[dict[str, f
 
 def guard_report(labels: Sequence[int], texts: Sequence[str], tags: dict[str, str], config: DatasetInferenceConfig,
                  seed: int, stop_early: bool = False) -> Report:
-    """The IID guard (`dataset_inference.iid_guard`) on `blind.label_free_features` of the texts: metric
-    `di_guard_p_value` with `tags`, an info entry, and its p-value as `guard_rejected` when it rejects at
-    `di_alpha`. `stop_early` as in `dataset_inference_report`."""
-    report = Report()
+    """The IID guard (`dataset_inference.iid_guard`) on `blind.label_free_features` of the texts:
+    `guard_report_on` of those features."""
     x, names = label_free_features(list(texts))
+    return guard_report_on(labels, x, names, tags, config, seed, stop_early)
+
+
+def guard_report_on(labels: Sequence[int], x: np.ndarray, names: Sequence[str], tags: dict[str, str],
+                    config: DatasetInferenceConfig, seed: int, stop_early: bool = False) -> Report:
+    """The IID guard on texts x label-free features `x` (columns `names`): metric `di_guard_p_value` with
+    `tags`, an info entry, and its p-value as `guard_rejected` when it rejects at `di_alpha`. `stop_early`
+    as in `dataset_inference_report`."""
+    report = Report()
+    names = list(names)
     try:
-        guard = di.iid_guard(x, np.asarray(labels, dtype=int), names, alpha=config.di_alpha,
+        guard = di.iid_guard(np.asarray(x, dtype=np.float64).reshape(len(labels), len(names)),
+                             np.asarray(labels, dtype=int), names, alpha=config.di_alpha,
                              n_splits=config.di_splits, permutations=config.di_permutations, seed=seed,
                              stop_early=stop_early, penalty=config.di_penalty)
     except UserError as err:

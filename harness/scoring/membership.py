@@ -17,23 +17,12 @@ import numpy as np
 
 from harness.core.errors import UserError
 from harness.metrics import memorization as m
+from harness.metrics.membership_report import ATTACK_ORDER
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import TokenScores
 from harness.scoring.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
 
 Key = Hashable
-
-# Every attack, in the order cards and results list them; `ref` and `ne` need a second model.
-ATTACK_ORDER = ("loss", "zlib", "min_k", "min_k_pp", "ref", "ne", "recall", "dc_pdd", "gradnorm")
-
-
-def score_names(k_percents: tuple[int, ...], attacks: tuple[str, ...] = ATTACK_ORDER) -> list[str]:
-    """The score names of the selected attacks, in `ATTACK_ORDER` (Min-K% and Min-K%++ once per k)."""
-    names = []
-    for attack in ATTACK_ORDER:
-        if attack in attacks:
-            names += [f"{attack}_{k}" for k in k_percents] if attack in ("min_k", "min_k_pp") else [attack]
-    return names
 
 
 def text_scores(text: str, scores: TokenScores, k_percents: tuple[int, ...],

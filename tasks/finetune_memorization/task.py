@@ -38,6 +38,7 @@ from harness.metrics.dataset_report import (
     guard_warning,
 )
 from harness.metrics.detection import detection_metrics, finite_only
+from harness.metrics.membership_report import score_names
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import causal_token_logprobs
 from harness.scoring.extraction import extraction_logprobs_ids, log_pz
@@ -53,7 +54,6 @@ from harness.scoring.membership import (
     dc_pdd_scores,
     gradnorm_scores,
     recall_scores,
-    score_names,
     text_scores,
     token_frequencies,
 )

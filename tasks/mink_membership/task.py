@@ -7,9 +7,6 @@ non-members measured by ROC AUC and TPR at low FPR. Definitions: README.md besid
 
 from __future__ import annotations
 
-import logging
-import math
-import time
 from typing import Annotated, Literal
 
 import numpy as np
@@ -17,39 +14,19 @@ from pydantic import Field, PositiveInt, model_validator
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
+from harness.core.records import Records
 from harness.core.results import Headline
 from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskResult, register
-from harness.metrics.dataset_report import (
-    DatasetInferenceConfig,
-    check_sides,
-    dataset_inference_report,
-    guard_report,
-    guard_warning,
-)
-from harness.metrics.detection import detection_metrics, finite_only
+from harness.metrics.blind import label_free_features
+from harness.metrics.dataset_report import DatasetInferenceConfig, check_sides
+from harness.metrics.membership_report import ATTACK_ORDER, score_names
 from harness.scoring.causal import causal_token_logprobs, token_text
-from harness.scoring.membership import (
-    ATTACK_ORDER,
-    dc_pdd_scores,
-    gradnorm_scores,
-    recall_scores,
-    score_names,
-    text_scores,
-    token_frequencies,
-)
+from harness.scoring.membership import dc_pdd_scores, gradnorm_scores, recall_scores, text_scores, token_frequencies
 from harness.scoring.text import truncate_words
 from tasks.mink_membership.attacks import dc_pdd_corpus, neighbourhood_scores, recall_prefix, reference_scores
-from tasks.mink_membership.blind import (
-    BLIND,
-    SCORE,
-    best_k_metrics,
-    blind_scores,
-    blind_warning,
-    low_fpr_support,
-)
+from tasks.mink_membership.blind import BLIND, SCORE, blind_scores
 from tasks.mink_membership.data import MembershipData, load_membership_data
-
-log = logging.getLogger(__name__)
+from tasks.mink_membership.report import report
 
 
 ATTACKS = ATTACK_ORDER
@@ -158,14 +135,6 @@ class MinkConfig(PaperPreset, DatasetInferenceConfig):
         return self
 
 
-def inference_features(config: MinkConfig) -> list[str]:
-    """The scores dataset inference reads: every selected attack's but `ref` and `ne` (a second model's), and
-    `dc_pdd` when its token frequencies come from the data's non-members (then a text's score depends on its
-    label: the non-members' own tokens are counted, which lowers their scores, on any model)."""
-    dropped = set(ROLES) | ({"dc_pdd"} if config.dc_pdd_corpus == "nonmembers" else set())
-    return [name for name in score_names(config.k_percents, config.attacks) if name not in dropped]
-
-
 def min_k_headline(k: int) -> Headline:
     """The board's headline: Min-K% Prob's AUC at k% and 128 words."""
     return Headline(metric="auc", tags={"score": f"min_k_{k}", "length": "128"},
@@ -208,6 +177,9 @@ class MinkMembership(Task):
     HEADLINE = min_k_headline(HEADLINE_K)
     SUMMARY = summary_at(HEADLINE_K)
     Config = MinkConfig
+    # what only the report reads: changing one reports the cached records again, without a model pass
+    REPORT_ONLY = frozenset({"dataset_inference", "di_alpha", "di_splits", "di_permutations", "di_penalty", "di_direction", "di_stop_early",
+                             "headline_k", "fpr_levels", "bootstrap_resamples"})
 
     def headlines(self, config: MinkConfig) -> tuple[Headline, tuple[Headline, ...]]:
         """The headline and summary with the Min-K% and Min-K%++ AUCs at `--headline-k`."""
@@ -234,8 +206,9 @@ class MinkMembership(Task):
                 if attack in config.attacks and not getattr(config, role):
                     raise UserError(f"{self.NAME}: --attacks names {attack}, which needs --{role.replace('_', '-')}")
 
-    def run(self, model: LoadedModel, data: MembershipData, config: MinkConfig,
-            context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: MembershipData, config: MinkConfig, context: RunContext) -> Records:
+        """Every text's prefixes scored by the model and the selected attacks, and beside them the blind
+        baselines' scores and the IID guard's features (model-free, per text); records: `report`."""
         prefixes = {}  # (text index, L) -> the text cut to its first L words
         for i, item in enumerate(data.texts):
             for length in config.lengths:
@@ -248,9 +221,7 @@ class MinkMembership(Task):
             stride=config.stride, distribution_stats="min_k_pp" in config.attacks, progress=context.progress,
             add_start=config.first_token == "score")
         target = {k: scores for k, scores in zip(keys, token_scores) if len(scores.logprobs)}
-        extra, counts, info = self.other_attacks(model, data, config, context, prefixes, target)
-        names = score_names(config.k_percents, config.attacks)
-        names += [SCORE[baseline] for baseline in config.blind_baselines]
+        extra, info = self.other_attacks(model, data, config, context, prefixes, target)
         blind, blind_facts = {}, {}
         for length in config.lengths:
             kept = [k for k in keys if k[1] == length and k in target]
@@ -259,9 +230,7 @@ class MinkMembership(Task):
             blind |= scored
             if facts:
                 blind_facts[str(length)] = facts
-        start = token_text(model.tokenizer, scoring.bos_token_id)
-        samples, metrics_out, non_finite = [], [], {}
-        per_length: dict[int, list[tuple[int, dict[str, float]]]] = {length: [] for length in config.lengths}
+        records = []
         for i, length in keys:
             if (i, length) not in target:
                 continue
@@ -269,87 +238,41 @@ class MinkMembership(Task):
             values = text_scores(prefixes[i, length], scores, config.k_percents, config.attacks)
             values |= {attack: found[i, length] for attack, found in extra.items() if (i, length) in found}
             values |= blind.get((i, length), {})
-            per_length[length].append((data.texts[i].label, values))
-            samples.append({"id": data.texts[i].text_id, "label": data.texts[i].label, "length": length,
-                            "start_token": start, "n_tokens": int(len(scores.logprobs)),
-                            "scores": {k: v if math.isfinite(v) else None for k, v in values.items()}})
-        for length in config.lengths:
-            rows = per_length[length]
-            labels = np.array([label for label, _ in rows], dtype=int)
-            counts[f"members@{length}"] = int(labels.sum())
-            counts[f"nonmembers@{length}"] = int(len(labels) - labels.sum())
-            counts[f"too_short@{length}"] = sum((i, length) not in prefixes for i in range(len(data.texts)))
-            counts[f"no_scored_token@{length}"] = sum(1 for k in keys if k[1] == length and k not in target)
-            counts[f"non_finite@{length}"] = sum(not all(math.isfinite(v) for v in values.values())
-                                                 for _, values in rows)
-            for attack, found in extra.items():
-                counts[f"{attack}_scored@{length}"] = sum(1 for k in found if k[1] == length)
-            for name in names:
-                have = [(label, values[name]) for label, values in rows if name in values]
-                if not have:
-                    continue
-                kept_labels, scores, dropped = finite_only(np.array([label for label, _ in have], dtype=int),
-                                                           np.array([value for _, value in have]))
-                if dropped:
-                    non_finite[f"{name}@{length}"] = dropped
-                metrics_out += detection_metrics(kept_labels, scores, {"score": name, "length": str(length)},
-                                                 config.fpr_levels, config.bootstrap_resamples, context.seed)
-        counts["texts"] = len(data.texts)
-        metrics_out += best_k_metrics(metrics_out, config.k_percents)
-        inference, rejected = {}, {}
-        started = time.perf_counter()
-        if config.dataset_inference:
-            features = inference_features(config)
-            for length in config.lengths:
-                if not per_length[length]:
-                    continue
-                labels, rows = zip(*per_length[length])
-                report = dataset_inference_report(labels, rows, features, {"length": str(length)}, config,
-                                                  context.seed, stop_early=config.di_stop_early)
-                metrics_out += report.metrics
-                inference[str(length)] = report.info
-            reach: dict[int, int] = {}  # text index -> the longest prefix of it the model scored
-            for i, length in target:
-                reach[i] = max(length, reach.get(i, 0))
-            if reach:  # the guard sees the texts only: one reading for every length (IID texts, IID prefixes)
-                scored = sorted(reach)
-                guard = guard_report([data.texts[i].label for i in scored], [prefixes[i, reach[i]] for i in scored],
-                                     {}, config, context.seed, config.di_stop_early)
-                metrics_out += guard.metrics
-                inference["guard"] = guard.info
-                if guard.guard_rejected is not None:
-                    rejected["every length"] = guard.guard_rejected
-        info = {"data_source": data.source, "scoring": scoring.as_dict(),
-                "bos": "prepended" if scoring.first_token_scored else "none: first token unscored", **info,
-                "blind": blind_facts,
-                "low_fpr": low_fpr_support({length: counts[f"nonmembers@{length}"] for length in config.lengths},
-                                           config.fpr_levels)}
-        if inference:
-            info["dataset_inference"] = inference
-            info["dataset_inference_seconds"] = round(time.perf_counter() - started, 3)
-        warnings = [w for w in [blind_warning(metrics_out), guard_warning(rejected, config.di_alpha)] if w]
-        if non_finite:
-            info["non_finite_scores"] = non_finite
-            log.warning("%s: %d text prefixes have a non-finite score (NaN or inf; the model's outputs?); each "
-                        "is left out of that score's metrics (counts non_finite@L, info.non_finite_scores)",
-                        self.NAME, sum(counts[f"non_finite@{length}"] for length in config.lengths))
-        empty = None
-        if not metrics_out:  # the runner records the task as skipped, with this reason
-            empty = (f"every text is shorter than every --lengths (the shortest is {min(config.lengths)} words)"
-                     if not prefixes else "no text prefix has a scored token (counts no_scored_token@L)")
-        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=info, no_metrics_reason=empty,
-                          warnings=warnings)
+            text = data.texts[i]
+            records.append({"id": f"{text.text_id}@{length}", "text": text.text_id, "label": text.label,
+                            "length": length, "n_tokens": int(len(scores.logprobs)), "scores": values})
+        reach: dict[int, int] = {}  # text index -> the longest prefix of it the model scored
+        for i, length in target:
+            reach[i] = max(length, reach.get(i, 0))
+        guard = None
+        if reach:  # the IID guard's features: each text at its longest scored prefix
+            scored = sorted(reach)
+            features, feature_names = label_free_features([prefixes[i, reach[i]] for i in scored])
+            guard = {"labels": [data.texts[i].label for i in scored], "features": features, "names": feature_names}
+        unscored = {str(length): {"too_short": sum((i, length) not in prefixes for i in range(len(data.texts))),
+                                  "no_scored_token": sum(1 for k in keys if k[1] == length and k not in target)}
+                    for length in config.lengths}
+        names = score_names(config.k_percents, config.attacks) + [SCORE[b] for b in config.blind_baselines]
+        return {"texts": len(data.texts), "lengths": list(config.lengths), "score_names": names,
+                "attacks_run": list(extra), "start_token": token_text(model.tokenizer, scoring.bos_token_id),
+                "prefixes": records, "unscored": unscored, "guard": guard,
+                "facts": {"data_source": data.source, "scoring": scoring.as_dict(),
+                          "bos": "prepended" if scoring.first_token_scored else "none: first token unscored",
+                          **info, "blind": blind_facts}}
+
+    def report(self, records: Records, config: MinkConfig, seed: int) -> TaskResult:
+        return report(records, config, seed)
 
     def other_attacks(self, model: LoadedModel, data: MembershipData, config: MinkConfig, context: RunContext,
-                      prefixes: dict, target: dict) -> tuple[dict[str, dict], dict[str, int], dict]:
+                      prefixes: dict, target: dict) -> tuple[dict[str, dict], dict]:
         """The scores of ref, ne, recall, dc_pdd and gradnorm (those selected and runnable), attack ->
-        (text index, L) -> score; counts and facts about them for the results file."""
+        (text index, L) -> score, and facts about them for the results file."""
         batch, progress = context.batch_size, context.progress
         lengths = set(config.attack_lengths or config.lengths)
         target = {k: scores for k, scores in target.items() if k[1] in lengths}
         texts = {k: prefixes[k] for k in target}
         nonmembers = [(i, t.text) for i, t in enumerate(data.texts) if t.label == 0]
-        extra, counts, facts, not_run = {}, {}, {}, {}
+        extra, facts, not_run = {}, {}, {}
         for attack, role in ROLES.items():
             if attack in config.attacks and role not in context.models:
                 not_run[attack] = f"no --{role.replace('_', '-')} given"
@@ -384,4 +307,4 @@ class MinkMembership(Task):
         info = {"attacks": facts, "attack_lengths": sorted(lengths)}
         if not_run:
             info["attacks_not_run"] = not_run
-        return extra, counts, info
+        return extra, info
