@@ -50,7 +50,7 @@ from harness.scoring.causal import causal_token_logprobs, encode_with_bos
 from harness.scoring.conditional import _cache_argument
 from harness.scoring.constrained_beam import near_verbatim_bound_ids, near_verbatim_bounds
 from harness.scoring.extraction import SamplingScheme, extraction_logprobs, extraction_logprobs_ids, log_pz
-from harness.scoring.extraction_report import floored_log10
+from harness.metrics.extraction_report import floored_log10
 from harness.scoring.text import truncate_words
 from record import add_output_flag, emit
 

@@ -42,13 +42,8 @@ from harness.metrics.membership_report import score_names
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import causal_token_logprobs
 from harness.scoring.extraction import extraction_logprobs_ids, log_pz
-from harness.scoring.extraction_report import (
-    LOG10_PZ_FLOOR,
-    ExtractionConfig,
-    floored_log10,
-    probability_gaps,
-    probability_metrics,
-)
+from harness.metrics.extraction_report import LOG10_PZ_FLOOR, floored_log10, probability_gaps, probability_metrics
+from harness.scoring.extraction_report import ExtractionConfig
 from harness.scoring.generation import greedy_continuations, prompt_cuts
 from harness.scoring.membership import (
     dc_pdd_scores,

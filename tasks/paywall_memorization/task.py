@@ -11,32 +11,25 @@ import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from harness.core.model_types import LoadedModel, ModelKind
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
 from harness.metrics import extraction as x
-from harness.metrics import memorization as m
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import token_text
 from harness.scoring.constrained_beam import check_beam_settings, near_verbatim_bound_ids
 from harness.scoring.distributed import run_batches
 from harness.scoring.extraction import SamplingScheme, extraction_logprobs_ids, log_pz
-from harness.scoring.extraction_report import (
-    LOG10_PZ_FLOOR,
-    ExtractionConfig,
-    finite_log10,
-    first_bad_setting,
-    probability_gaps,
-    probability_metrics,
-)
+from harness.scoring.extraction_report import ExtractionConfig, first_bad_setting
 from harness.scoring.generation import greedy_continuations, prompt_cuts
 from tasks.paywall_memorization.data import (
-    GROUPS,
     Example,
     PaywallData,
     first_sentence,
     load_paywall_data,
     reference_budgets,
 )
+from tasks.paywall_memorization.report import report
 
 
 # near_verbatim_beam's default: off. The search costs about 4x the greedy generation on the reference GPT-2 (README
@@ -92,25 +85,6 @@ class PaywallConfig(ExtractionConfig, PaywallSettings):
                 self.scheme(), self.near_verbatim_threshold, self.near_verbatim_beam)))
         first_bad_setting(checks)
         return self
-
-
-def summary(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, tags: dict) -> list[Metric]:
-    """Eidetic max and mean, approximate mean and median of a set of examples."""
-    n = len(examples)
-    return [Metric(name=name, value=value, n=n, tags=tags)
-            for name, value in m.memorization_summary(eidetic, approximate).items()]
-
-
-def binned(examples: list[Example], eidetic: np.ndarray, approximate: np.ndarray, group: str,
-           n_bins: int) -> list[Metric]:
-    """The same metrics in `n_bins` equal-count bins of public-part length (in words)."""
-    order = np.argsort([e.public_words for e in examples], kind="stable")
-    out = []
-    for number, part in enumerate(np.array_split(order, min(n_bins, len(order))), start=1):
-        words = [examples[i].public_words for i in part]
-        tags = {"group": group, "bin": str(number), "public_words": f"{min(words)}-{max(words)}"}
-        out += summary([examples[i] for i in part], eidetic[part], approximate[part], tags)
-    return out
 
 
 def extraction_targets(tokenizer, examples: list[Example], context: int) -> tuple[list[list[int]], list[list[int]], int]:
@@ -175,6 +149,8 @@ class PaywallMemorization(Task):
                                                                   "level": "0.5", "threshold": "0.9"},
                         label="near-verbatim extractable members, (100, 0.5)", better="lower", plot=True))
     Config = PaywallConfig
+    # what only the report reads: changing one reports the cached records again, without a model pass
+    REPORT_ONLY = frozenset({"n_bins", "extraction_attempts", "extraction_level"})
 
     def load_data(self, config: PaywallConfig, context: RunContext) -> PaywallData:
         return load_paywall_data(config.data, config.language, config.max_public_words, config.reference_seed,
@@ -185,7 +161,9 @@ class PaywallMemorization(Task):
 
         return export(self, data, config, tokenizer, context)
 
-    def run(self, model: LoadedModel, data: PaywallData, config: PaywallConfig, context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: PaywallData, config: PaywallConfig, context: RunContext) -> Records:
+        """Each article's greedy continuation and, with --extraction, its target's log p_z (and near-verbatim
+        bound); records: `tasks.paywall_memorization.report`."""
         examples = data.examples
         tokenizer = model.tokenizer
         budgets = reference_budgets(tokenizer, examples)
@@ -195,13 +173,14 @@ class PaywallMemorization(Task):
         generations, info = greedy_continuations(model.model, tokenizer, [e.prompt for e in examples], budgets,
                                                  batch_size=context.batch_size, progress=context.progress)
         generations = [g.lstrip() for g in generations]
-        ended = []  # per generation (its first sentence, whether it ended) with --generation-end sentence
-        if sentence:  # greedy: cutting after the generation is what stopping at the sentence's end would give
-            ended = [first_sentence(g, config.language) for g in generations]
-            generations = [text for text, _ in ended]
-        eidetic = np.array([m.forward_match(g, e.reference) for g, e in zip(generations, examples)])
-        approximate = np.array([m.approximate_memorization(g, e.reference) for g, e in zip(generations, examples)])
-        extraction = near = None
+        records = [{"id": e.article_id, "label": e.label, "public_words": e.public_words, "reference": e.reference,
+                    "sentence_end_found": e.sentence_end_found} for e in examples]
+        for record, generation in zip(records, generations):
+            if sentence:  # greedy: cutting after the generation is what stopping at the sentence's end would give
+                record["generation"], record["generation_sentence_end_found"] = first_sentence(generation,
+                                                                                               config.language)
+            else:
+                record["generation"] = generation
         run_info = {"data_source": data.source, "generation": info.as_dict(),
                     "decoding": (f"greedy, left padding, budget = {SENTENCE_BUDGET_FACTOR} x reference token count "
                                  "(capped), cut at the end of its first sentence" if sentence else
@@ -209,17 +188,20 @@ class PaywallMemorization(Task):
         if config.extraction:
             scheme = config.scheme()
             extraction, capped = target_log_pz(model, examples, scheme, context.batch_size, context.progress)
-            run_info["extraction"] = {
-                "scheme": scheme.as_dict(), "attempts": list(config.extraction_attempts),
-                "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR, "n_targets_capped": capped,
+            run_info["extraction"] = {  # the report adds the attempts and level (`extraction_info`)
+                "scheme": scheme.as_dict(), "n_targets_capped": capped,
                 "targets": "the reference's tokens (with the private part's leading whitespace) after the greedy "
                            "generation's prompt tokens, cut to its budget; one teacher-forced pass"}
+            for record, value in zip(records, extraction):
+                record["log_pz"] = float(value)
             if config.near_verbatim_beam:  # NaN: an article the bound did not run on (`near_verbatim_groups`)
                 searched = [i for i, e in enumerate(examples) if config.near_verbatim_groups == "all" or e.label == 1]
                 near = np.full(len(examples), np.nan)
                 near[searched] = near_verbatim_log_bounds(model, [examples[i] for i in searched], scheme,
                                                           config.near_verbatim_threshold, config.near_verbatim_beam,
                                                           context.progress)
+                for record, value in zip(records, near):
+                    record["log_near_verbatim"] = float(value)
                 run_info["near_verbatim"] = {
                     "threshold": config.near_verbatim_threshold, "beam_width": config.near_verbatim_beam,
                     "groups": config.near_verbatim_groups, "articles": len(searched),
@@ -227,45 +209,8 @@ class PaywallMemorization(Task):
                                   "decoded text against the target's",
                     # a bound below p_z would be a bug (README); rounding between the two passes is allowed
                     "n_bound_below_pz": int(np.sum(near < extraction - 1e-4))}
-        metrics_out, counts = [], {"articles": data.n_articles, "too_short_to_split": data.n_too_short,
-                                   "no_sentence_end": sum(not e.sentence_end_found for e in examples)}
-        if sentence:
-            counts["generations_without_sentence_end"] = sum(not found for _, found in ended)
-        chosen_of = {}
-        for label, group in GROUPS.items():
-            chosen = [i for i, e in enumerate(examples) if e.label == label]
-            if not chosen:
-                continue
-            chosen_of[group] = chosen
-            counts[group] = len(chosen)
-            subset = [examples[i] for i in chosen]
-            tags = {"group": group, "bin": "all"}
-            metrics_out += summary(subset, eidetic[chosen], approximate[chosen], tags)
-            metrics_out += binned(subset, eidetic[chosen], approximate[chosen], group, config.n_bins)
-            if extraction is not None:
-                metrics_out += probability_metrics(extraction[chosen], config, tags)
-            if near is not None and not np.isnan(near[chosen]).any():
-                near_tags = {**tags, "threshold": f"{config.near_verbatim_threshold:g}"}
-                metrics_out += probability_metrics(near[chosen], config, near_tags, "near_verbatim_")
-        if extraction is not None and {"members", "non_members"} <= set(chosen_of):
-            tags = {"group": "members_minus_non_members", "bin": "all"}
-            members, others = chosen_of["members"], chosen_of["non_members"]
-            metrics_out += probability_gaps(extraction[members], extraction[others], config, tags)
-            if near is not None and not np.isnan(near[members + others]).any():
-                metrics_out += probability_gaps(near[members], near[others], config,
-                                                {**tags, "threshold": f"{config.near_verbatim_threshold:g}"},
-                                                "near_verbatim_")
-        start = token_text(tokenizer, info.bos_token_id)
-        samples = [{"id": e.article_id, "label": e.label, "start_token": start, "public_words": e.public_words,
-                    "reference": e.reference,
-                    "generation": g, "eidetic": int(f), "approximate": float(a),
-                    "sentence_end_found": e.sentence_end_found}
-                   for e, g, f, a in zip(examples, generations, eidetic, approximate)]
-        for k, sample in enumerate(samples):
-            if sentence:
-                sample["generation_sentence_end_found"] = ended[k][1]
-            if extraction is not None:
-                sample["log10_pz"] = finite_log10(extraction[k])
-            if near is not None and not np.isnan(near[k]):
-                sample["log10_near_verbatim"] = finite_log10(near[k])
-        return TaskResult(metrics=metrics_out, counts=counts, samples=samples, info=run_info)
+        return {"articles": data.n_articles, "too_short_to_split": data.n_too_short,
+                "start_token": token_text(tokenizer, info.bos_token_id), "examples": records, "facts": run_info}
+
+    def report(self, records: Records, config: PaywallConfig, seed: int) -> TaskResult:
+        return report(records, config)

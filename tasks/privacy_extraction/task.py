@@ -27,12 +27,8 @@ from harness.metrics import memorization as m
 from harness.metrics.privacy_audit import CONFIDENCE, DEFAULT_CANARIES
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
 from harness.scoring.extraction import log_pz, pair_extraction_logprobs
-from harness.scoring.extraction_report import (
-    LOG10_PZ_FLOOR,
-    ExtractionConfig,
-    finite_log10,
-    probability_metrics,
-)
+from harness.metrics.extraction_report import LOG10_PZ_FLOOR, finite_log10, probability_metrics
+from harness.scoring.extraction_report import ExtractionConfig
 from harness.scoring.generation import greedy_continuations
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.audit import (

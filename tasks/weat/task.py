@@ -13,11 +13,13 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from harness.core.model_types import LoadedModel
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
-from harness.metrics.bias import weat_associations, weat_effect_size, weat_p_value, weat_statistic
+from harness.metrics.bias import weat_associations
 from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
 from tasks.weat.data import WeatData, WeatTest, load_weat
+from tasks.weat.report import report
 
 TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.", "{} is here.", "{} is there.")
 
@@ -77,23 +79,13 @@ def word_vectors(lm: LoadedModel, words: list[str], representation: str, config:
     return np.concatenate(vectors).reshape(len(config.templates), len(words), -1).mean(axis=0)
 
 
-def run_test(test: WeatTest, vectors: dict[str, np.ndarray], config: WeatConfig, seed: int) -> dict:
-    """Effect size, statistic, p-value and every word's association s(w, A, B) for one test."""
+def associations(test: WeatTest, vectors: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Every word's association s(w, A, B) of one test: (s over X, s over Y), in the sets' order."""
     def stack(words):
         return np.stack([vectors[w] for w in words])
 
     a, b = stack(test.a), stack(test.b)
-    s_x, s_y = weat_associations(stack(test.x), a, b), weat_associations(stack(test.y), a, b)
-    p, exact, partitions = weat_p_value(s_x, s_y, config.max_exact_partitions, config.permutation_samples, seed)
-    ddof = 1 if config.effect_size_std == "sample" else 0
-    return {"effect_size": weat_effect_size(s_x, s_y, ddof), "statistic": weat_statistic(s_x, s_y), "p_value": p,
-            "exact": exact, "partitions": partitions,
-            "associations": {**dict(zip(test.x, s_x.tolist())), **dict(zip(test.y, s_y.tolist()))}}
-
-
-def mean_abs_d(results: dict[str, dict], tests: list[WeatTest], group: str) -> Metric | None:
-    chosen = [abs(results[t.test_id]["effect_size"]) for t in tests if group in ("all", t.group)]
-    return None if not chosen else Metric(name="mean_abs_d", value=float(np.mean(chosen)), n=len(chosen))
+    return weat_associations(stack(test.x), a, b), weat_associations(stack(test.y), a, b)
 
 
 @register
@@ -108,6 +100,10 @@ class Weat(Task):
                              label=f"mean |d| {group} ({rep})", better="lower")
                     for rep in ("static", "contextual") for group in ("all", "race", "gender"))
     Config = WeatConfig
+    # read by the report only (d's std, the permutation test) or by `headlines` (the board's headline);
+    # `preset` sets only such fields (PAPER), and every field it sets is in the key as set
+    REPORT_ONLY = frozenset({"effect_size_std", "max_exact_partitions", "permutation_samples",
+                             "headline_representation", "preset"})
 
     def headlines(self, config: WeatConfig) -> tuple[Headline, tuple[Headline, ...]]:
         """`HEADLINE` of `--headline-representation`; the summary has both representations either way."""
@@ -123,32 +119,24 @@ class Weat(Task):
         if "contextual" in config.representations:
             check_layer(model.model, model.kind, config.layer)
 
-    def run(self, model: LoadedModel, data: WeatData, config: WeatConfig, context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: WeatData, config: WeatConfig, context: RunContext) -> Records:
+        """Every word's association per representation and test, and the words with unknown tokens
+        (records: `tasks.weat.report`)."""
         words = list(dict.fromkeys(w for test in data.tests for w in test.words()))
         unk = model.tokenizer.unk_token_id
         unknown = [w for w in words if unk is not None
                    and unk in model.tokenizer(w, add_special_tokens=False)["input_ids"]]
-        metrics, samples, item_scores, info = [], [], {}, {"data_source": data.source, "p_values": {}}
+        scored = []
         for representation in config.representations:
             vectors = dict(zip(words, word_vectors(model, words, representation, config, context)))
-            results = {test.test_id: run_test(test, vectors, config, context.seed) for test in data.tests}
             for test in data.tests:
-                result = results[test.test_id]
-                tags = {"representation": representation, "test": test.test_id}
-                metrics += [Metric(name=name, value=result[name], tags=tags) for name in ("effect_size", "statistic")]
-                metrics.append(Metric(name="p_value", value=result["p_value"], n=result["partitions"], tags=tags))
-                info["p_values"][f"{representation}/{test.test_id}"] = (
-                    f"{'exact' if result['exact'] else 'sampled'} over {result['partitions']} partitions")
-                samples += [{"representation": representation, "test": test.test_id, "word": word,
-                             "set": "X" if word in test.x else "Y", "association": value}
-                            for word, value in result["associations"].items()]
-            for group in ("all", "race", "gender"):
-                summary = mean_abs_d(results, data.tests, group)
-                if summary:
-                    metrics.append(summary.model_copy(update={"tags": {"representation": representation, "group": group}}))
-            item_scores[f"effect_size/{representation}"] = {t: r["effect_size"] for t, r in results.items()}
-        counts = {"tests": len(data.tests), "words": len(words), "words_with_unknown_tokens": len(unknown),
-                  "templates": len(config.templates)}
-        if unknown:
-            info["words_with_unknown_tokens"] = unknown
-        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info, item_scores=item_scores)
+                s_x, s_y = associations(test, vectors)
+                scored.append({"id": f"{representation}/{test.test_id}", "representation": representation,
+                               "test": test.test_id, "x": s_x.tolist(), "y": s_y.tolist()})
+        tests = [{"id": t.test_id, "group": t.group, "x": list(t.x), "y": list(t.y), "a": list(t.a), "b": list(t.b)}
+                 for t in data.tests]
+        return {"tests": tests, "associations": scored, "unknown_words": unknown,
+                "facts": {"data_source": data.source}}
+
+    def report(self, records: Records, config: WeatConfig, seed: int) -> TaskResult:
+        return report(records, config, seed)

@@ -25,7 +25,7 @@ from harness.scoring.batching import model_context
 from harness.scoring.extraction import SamplingScheme
 from harness.scoring.generation import greedy_continuations
 from tasks.paywall_memorization.data import load_paywall_data
-from harness.scoring.extraction_report import LOG10_PZ_FLOOR
+from harness.metrics.extraction_report import LOG10_PZ_FLOOR
 from tasks.paywall_memorization.task import extraction_targets, target_log_pz
 
 TASK = "paywall_memorization"

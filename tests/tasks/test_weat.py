@@ -3,27 +3,38 @@ package on the same vectors and word sets, the built-in lists, and the CLI contr
 
 from __future__ import annotations
 
+import copy
+import gzip
 import importlib
 import itertools
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from harness.app.verify import verify_file
+from harness.core.errors import UserError
 from harness.core.task import RunContext
 from harness.files.sources import WheelFolder
 from harness.metrics.bias import weat_associations, weat_effect_size, weat_p_value, weat_statistic
 from harness.model.loading import ModelSpec, load
 from harness.reference.pretrained import minilm_folder
 from tasks.weat.data import load_weat
-from tasks.weat.task import WeatConfig, run_test, word_vectors
+from tasks.weat.report import weat_test_result
+from tasks.weat.task import Weat, WeatConfig, associations, word_vectors
 from tests.conftest import assert_user_error
 
 # The WEFE package (Badilla et al. 2020), read from its pinned wheel: its metadata pins numpy<=1.26,
 # so it is not installed; its own imports (gensim, semantic_version, pandas) are test dependencies.
 WEFE = WheelFolder("wefe", "1.0.1", "12654a91109cc2244e772bbdc881f692eec34488fe919fd918a929528f6faa00", "wefe")
+
+
+def run_test(test, vectors, config, seed):
+    """One test's d, statistic and p-value from word vectors: the scoring stage's associations, reported."""
+    return weat_test_result(*associations(test, vectors), config, seed)
 
 
 def test_associations_statistic_and_effect_size_by_hand():
@@ -173,7 +184,9 @@ def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys)
     out = tmp_path / "out"
     assert main(["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--tests", "weat6,weat7,weat9",
                  "--output-path", str(out), "--no-cache", "--log-samples"]) == 0
-    entry = json.loads(next(out.glob("*.json")).read_text())["tasks"][0]
+    path = next(out.glob("*.json"))
+    results = json.loads(path.read_text())
+    entry = results["tasks"][0]
     metrics = {(m["name"], tuple(sorted(m["tags"].items()))): m for m in entry["metrics"]}
     for rep in ("static", "contextual"):
         d = [metrics["effect_size", (("representation", rep), ("test", t))]["value"] for t in ("weat6", "weat7", "weat9")]
@@ -183,6 +196,31 @@ def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys)
         assert metrics["p_value", (("representation", rep), ("test", "weat6"))]["n"] == 12870  # C(16, 8): exact
     assert set(entry["item_scores"]) == {"effect_size/static", "effect_size/contextual"}
     assert entry["counts"]["tests"] == 3
+    # the numbers follow from the records in the sidecar (`membench verify`), and an edited record shows
+    assert (out / results["records_file"]).is_file() and entry["records_sha256"]
+    verify_file(path)
+    payload = json.loads(gzip.decompress((out / results["records_file"]).read_bytes()))
+    records = payload["tasks"]["weat"]["records"]
+    edited = copy.deepcopy(payload)
+    next(r for r in edited["tasks"]["weat"]["records"]["associations"] if r["id"] == "static/weat6")["x"][0] += 0.5
+    (tmp_path / "edited").mkdir()
+    shutil.copy(path, tmp_path / "edited" / path.name)
+    (tmp_path / "edited" / results["records_file"]).write_bytes(gzip.compress(json.dumps(edited).encode()))
+    with pytest.raises(UserError, match=r"effect_size\{representation=static,test=weat6\}.*do not follow from its records"):
+        verify_file(tmp_path / "edited" / path.name)
+    # records the scoring stage cannot have made fail with one line naming the record
+    config = WeatConfig.model_validate(entry["config"])
+    for edit, needle in [
+        (lambda r: r["associations"].append(r["associations"][0]), "association 'static/weat6' appears twice"),
+        (lambda r: r["associations"][1]["y"].__setitem__(2, 2.5), r"static/weat7' y\[2\].*out of its range"),
+        (lambda r: r["associations"].pop(), "no association record contextual/weat9"),
+        (lambda r: r["tests"][0].pop("group"), "test 'weat6' needs a group"),
+        (lambda r: r["unknown_words"].append("nowhere"), "unknown word 'nowhere' is in no test"),
+    ]:
+        bad = copy.deepcopy(records)
+        edit(bad)
+        with pytest.raises(UserError, match=needle):
+            Weat().report(bad, config, entry["seed"])
     paper = tmp_path / "paper"
     assert main(["evaluate", "--model", str(tiny_lm), "--tasks", "weat", "--tests", "weat6,weat7,weat9",
                  "--representations", "static", "--preset", "paper", "--output-path", str(paper), "--no-cache"]) == 0
