@@ -19,7 +19,8 @@ from pydantic import Field
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel
 from harness.core.progress import progress_bar
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
 from harness.scoring.batching import model_context
 from harness.scoring.representations import WORD_VECTOR_KINDS, check_layer, contextual_span_vectors, static_span_vectors
@@ -27,6 +28,7 @@ from harness.scoring.spans import align_spans, words_to_text
 from tasks.probe_memorization import method, tuning
 from tasks.probe_memorization.data import Format, ProbeData, Source, load_probe_data
 from tasks.probe_memorization.probes import Fit, ProbeKind, run_fits
+from tasks.probe_memorization.report import report
 
 Representation = Literal["static", "contextual"]
 REPRESENTATIONS = ("static", "contextual")
@@ -83,24 +85,6 @@ def resolve_sizes(sizes: tuple[Size, ...], n_pool: int) -> tuple[list[tuple[str,
     return usable, skipped
 
 
-def _metrics(summary: method.Summary, tags: dict[str, str], control: bool) -> list[Metric]:
-    """The metrics of one (representation, probe, size): micro-averaged values, each with its sample
-    std (ddof = 1) over the repetitions in `std` (None with one repetition)."""
-    out = [
-        Metric(name="memorization_effect", value=summary.effect, std=summary.effect_std,
-               n=summary.n_seen + summary.n_unseen, tags=tags),
-        Metric(name="seen_accuracy", value=summary.seen, std=summary.seen_std, n=summary.n_seen, tags=tags),
-        Metric(name="unseen_accuracy", value=summary.unseen, std=summary.unseen_std, n=summary.n_unseen, tags=tags),
-        Metric(name="accuracy", value=summary.accuracy, std=summary.accuracy_std, n=summary.n_eval, tags=tags),
-    ]
-    if control:
-        out += [Metric(name="control_accuracy", value=summary.control, std=summary.control_std, n=summary.n_eval,
-                       tags=tags),
-                Metric(name="selectivity", value=summary.selectivity, std=summary.selectivity_std, n=summary.n_eval,
-                       tags=tags)]
-    return out
-
-
 def _rate(count: int, seconds: float) -> float | None:
     return round(count / seconds, 1) if seconds > 0 else None
 
@@ -119,6 +103,8 @@ class ProbeMemorization(Task):
                         tags={"representation": "contextual", "probe": "mlp", "train_size": "all"},
                         label="seen - unseen accuracy, MLP probe, all sentences", better="lower"))
     Config = ProbeMemorizationConfig
+    # every setting changes what `score` computes (the data, the splits, the fits): none is the report's alone
+    REPORT_ONLY = frozenset()
 
     def load_data(self, config: ProbeMemorizationConfig, context: RunContext) -> ProbeData:
         return load_probe_data(config.train, config.eval, config.source, config.format, context.limit)
@@ -130,8 +116,10 @@ class ProbeMemorization(Task):
         if "contextual" in config.representations:
             check_layer(model.model, model.kind, config.layer)
 
-    def run(self, model: LoadedModel, data: ProbeData, config: ProbeMemorizationConfig,
-            context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: ProbeData, config: ProbeMemorizationConfig,
+              context: RunContext) -> Records:
+        """The representations, the splits and every probe fit's predictions on the evaluation tokens
+        (records: `tasks.probe_memorization.report`)."""
         layer = check_layer(model.model, model.kind, config.layer) if "contextual" in config.representations else None
         # the pool the training sizes draw from: all of it, or what the tuning set leaves
         held_out, drawn = tuning.hold_out(len(data.pool), config.tuning_sentences, context.seed)
@@ -151,6 +139,7 @@ class ProbeMemorization(Task):
         offsets = np.concatenate([[0], np.cumsum([len(s.words) for s in data.pool])])
         n_pool_tokens = int(offsets[-1])
         eval_tokens = np.flatnonzero(kept[n_pool_tokens:]) + n_pool_tokens
+        eval_types = types[eval_tokens]
 
         def tokens_of(pool_sentences: np.ndarray) -> np.ndarray:
             found = method.sentence_tokens(offsets, pool_sentences)
@@ -162,16 +151,18 @@ class ProbeMemorization(Task):
         chosen, tuned = self._tune(config, vectors, labels, tokens_of(drawn), tokens_of(held_out), len(tag_names),
                                    context.seed, workers)
 
-        tallies = {(r, p, label): method.Tally() for r in config.representations for p in config.probes
-                   for label, _ in sizes}
-        fits, masks = [], []  # per fit: (size label, repetition, seen mask, unseen mask) in `masks`
+        fits, fit_ids, splits = [], [], []
         for label, size in sizes:
             for repetition in range(config.repetitions):
                 split = method.draw_split(len(drawn), size, context.seed, repetition)
                 train_tokens = tokens_of(drawn[split.seen])
                 seen_types, unseen_types = method.seen_unseen_types(
                     types[train_tokens], types[tokens_of(drawn[split.unseen])], len(type_id))
-                seen, unseen = seen_types[types[eval_tokens]], unseen_types[types[eval_tokens]]
+                # the masks over the evaluation tokens, as the evaluation tokens' types in each
+                splits.append({"id": f"{label}/{repetition}", "train_size": label, "repetition": repetition,
+                               "train_tokens": int(len(train_tokens)),
+                               "seen_types": np.unique(eval_types[seen_types[eval_types]]),
+                               "unseen_types": np.unique(eval_types[unseen_types[eval_types]])})
                 targets = [labels[train_tokens]] + ([control[train_tokens]] if control is not None else [])
                 for rep in config.representations:
                     # the MLP's seed: the same for a (split, representation) whatever else is selected
@@ -179,50 +170,46 @@ class ProbeMemorization(Task):
                                .generate_state(1)[0])
                     for probe in config.probes:
                         fits.append(Fit(probe, rep, train_tokens, targets, seed, **chosen.get((rep, probe), {})))
-                        masks.append((label, repetition, seen, unseen))
-        samples, train_seconds = [], {p: 0.0 for p in config.probes}
+                        fit_ids.append((label, repetition))
+        predictions, train_seconds = [], {p: 0.0 for p in config.probes}
         bar = progress_bar(total=len(fits), step="probes", unit="fit", leave=False, show=context.progress)
         done = run_fits(fits, vectors, eval_tokens, len(tag_names), config.mlp_epochs, workers)
-        for fit, (label, repetition, seen, unseen), (predicted, seconds) in zip(fits, masks, done):
+        for fit, (label, repetition), (predicted, seconds) in zip(fits, fit_ids, done):
             train_seconds[fit.kind] += seconds
-            correct = predicted[0] == labels[eval_tokens]
-            control_correct = predicted[1] == control[eval_tokens] if control is not None else None
-            tallies[fit.representation, fit.kind, label].add(correct, seen, unseen, control_correct)
-            samples.append({"representation": fit.representation, "probe": fit.kind, "train_size": label,
-                            "repetition": repetition, "train_tokens": int(len(fit.train_rows)),
-                            "seen_correct": int(correct[seen].sum()), "seen_tokens": int(seen.sum()),
-                            "unseen_correct": int(correct[unseen].sum()), "unseen_tokens": int(unseen.sum()),
-                            "correct": int(correct.sum()),
-                            "control_correct": None if control_correct is None else int(control_correct.sum())})
+            predictions.append({"id": f"{fit.representation}/{fit.kind}/{label}/{repetition}",
+                                "representation": fit.representation, "probe": fit.kind, "train_size": label,
+                                "repetition": repetition, "predicted": predicted[0],
+                                "control_predicted": predicted[1] if control is not None else None})
             bar.update()
         bar.close()
 
-        metrics = []
-        for (rep, probe, label), tally in tallies.items():
-            tags = {"representation": rep, "probe": probe, "train_size": label}
-            metrics += _metrics(method.summarize(tally), tags, config.control)
         runs = len(sizes) * config.repetitions * len(config.representations)
         counts = {"pool_sentences": len(data.pool), "pool_tokens": n_pool_tokens, "eval_sentences": len(data.eval),
-                  "eval_tokens": len(eval_tokens), "word_types": len(type_id), "tags": len(tag_names),
-                  "repetitions": config.repetitions}
+                  "word_types": len(type_id)}
         if config.word_units == "whole":  # the tokens left out: words of more than one subword token
             counts |= {"multi_subword_pool_tokens": int((~kept[:n_pool_tokens]).sum()),
                        "multi_subword_eval_tokens": int((~kept[n_pool_tokens:]).sum())}
         if config.tuning_sentences:
             counts |= {"tuning_sentences": len(held_out), "tuning_tokens": len(tokens_of(held_out))}
-        info = {
-            "data_source": data.source, "tagset": data.tagset,
-            "train_sizes": {label: size for label, size in sizes}, "skipped_train_sizes": skipped,
-            "layer_index": layer, "word_units": config.word_units, "tuning": tuned, "timings": {
-                "extraction": extraction,
-                # seconds: the sum of the fits' own times (they run side by side in `workers` processes)
-                "probe_training": {p: {"seconds": round(s, 3), "fits": runs,
-                                       "mean_fit_s": round(s / runs, 4) if runs else None}
-                                   for p, s in train_seconds.items()},
-                "probe_workers": min(workers, len(fits)),
-            },
+        timings = {
+            "extraction": extraction,
+            # seconds: the sum of the fits' own times (they run side by side in `workers` processes)
+            "probe_training": {p: {"seconds": round(s, 3), "fits": runs,
+                                   "mean_fit_s": round(s / runs, 4) if runs else None}
+                               for p, s in train_seconds.items()},
+            "probe_workers": min(workers, len(fits)),
         }
-        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)
+        return {"tags": tag_names,
+                "tokens": {"labels": labels[eval_tokens], "types": eval_types,
+                           "control": control[eval_tokens] if control is not None else None},
+                "counts": counts, "train_sizes": [{"label": label, "sentences": size} for label, size in sizes],
+                "splits": splits, "fits": predictions,
+                "facts": {"data_source": data.source, "tagset": data.tagset, "skipped_train_sizes": skipped,
+                          "layer_index": layer, "tuning": tuned, "timings": timings}}
+
+    def report(self, records: Records, config: ProbeMemorizationConfig, seed: int) -> TaskResult:
+        return report(records, config.representations, config.probes, config.repetitions, config.control,
+                      config.word_units, bool(config.tuning_sentences))
 
     @staticmethod
     def _subword_counts(model: LoadedModel, sentences) -> np.ndarray:
@@ -235,7 +222,8 @@ class ProbeMemorization(Task):
     def _tune(config: ProbeMemorizationConfig, vectors: dict[str, np.ndarray], labels: np.ndarray,
               train_rows: np.ndarray, tuning_rows: np.ndarray, n_tags: int, seed: int, workers: int
               ) -> tuple[dict[tuple[str, str], dict], dict | None]:
-        """Each (representation, probe)'s tuned setting (`Fit`'s keyword) and the record of the tuning:
+        """Each (representation, probe)'s tuned setting (`Fit`'s keyword) and the record of the tuning (a fact
+        of the records, `tasks.probe_memorization.report`):
         every grid value trained on `train_rows` (the pool the sizes draw from) and scored on the
         tuning tokens; none without `--tuning-sentences`."""
         if not config.tuning_sentences:
@@ -248,14 +236,16 @@ class ProbeMemorization(Task):
             probe, rep, train_rows, labels[train_rows],
             int(np.random.SeedSequence([seed, 0x7E, REPRESENTATIONS.index(rep)]).generate_state(1)[0]))]
         done = iter(run_fits(fits, vectors, tuning_rows, n_tags, config.mlp_epochs, workers))
-        chosen, record = {}, {"tuning_tokens": int(len(tuning_rows)), "train_tokens": int(len(train_rows))}
+        chosen, record = {}, {"tuning_tokens": int(len(tuning_rows)), "train_tokens": int(len(train_rows)), "fits": []}
         for rep, probe in jobs:
             values = tuning.grid(probe)
             accuracies = [float(np.mean(next(done)[0][0] == labels[tuning_rows])) for _ in values]
             best = tuning.choose(accuracies, values)
             chosen[rep, probe] = {"linear_c": best} if probe == "linear" else {"mlp_epochs": best}
-            record[f"{rep}/{probe}"] = {"setting": "C" if probe == "linear" else "epochs", "chosen": best,
-                                        "accuracy": {str(v): round(a, 4) for v, a in zip(values, accuracies)}}
+            # a list, in grid order (the records keep an object's keys sorted); `info.tuning` reports it
+            record["fits"].append({"id": f"{rep}/{probe}", "setting": "C" if probe == "linear" else "epochs",
+                                   "chosen": best, "accuracy": [{"value": v, "accuracy": round(a, 4)}
+                                                                for v, a in zip(values, accuracies)]})
         return chosen, record
 
     def _extract(self, model: LoadedModel, sentences, config: ProbeMemorizationConfig, context: RunContext

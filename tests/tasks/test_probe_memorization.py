@@ -4,7 +4,10 @@ one-line errors through the CLI, the MiniLM + UD English EWT control, and an end
 from __future__ import annotations
 
 import contextlib
+import copy
+import gzip
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +16,8 @@ import torch
 from conftest import assert_user_error
 
 from harness.app.cli import main
+from harness.app.verify import verify_file
+from harness.core.errors import UserError
 from harness.core.results import load_results
 from harness.core.task import RunContext
 from harness.model.loading import ModelSpec, load
@@ -345,6 +350,37 @@ def test_evaluate_writes_a_results_file(capsys, out, minilm):
     assert entry.info["train_sizes"] == {"20": 20, "all": 151}
     assert entry.info["skipped_train_sizes"] == []
     assert len(lines) == 2 * 2 * 2 * 2  # sizes x repetitions x representations x probes
+    # the numbers follow from the records in the sidecar (`membench verify`), and an edited record shows
+    results = load_results(path)
+    assert results.records_file and (path.parent / results.records_file).is_file() and entry.records_sha256
+    verify_file(path)
+    payload = json.loads(gzip.decompress((path.parent / results.records_file).read_bytes()))
+    records = payload["tasks"][TASK]["records"]
+    edited = copy.deepcopy(payload)
+    fit = next(f for f in edited["tasks"][TASK]["records"]["fits"] if f["id"] == "contextual/linear/all/0")
+    gold = records["tokens"]["labels"][0]
+    fit["predicted"][0] = gold if fit["predicted"][0] != gold else (gold + 1) % len(records["tags"])
+    (out / "edited").mkdir()
+    shutil.copy(path, out / "edited" / path.name)
+    (out / "edited" / results.records_file).write_bytes(gzip.compress(json.dumps(edited).encode()))
+    with pytest.raises(UserError, match=r"\{probe=linear,representation=contextual,train_size=all\}.*do not follow "
+                                        "from its records"):
+        verify_file(out / "edited" / path.name)
+    # records the scoring stage cannot have made fail with one line naming the record
+    config = ProbeMemorizationConfig.model_validate(entry.config)
+    for edit, needle in [
+        (lambda r: r["fits"].append(r["fits"][0]), "fit 'static/linear/20/0' appears twice in fits"),
+        (lambda r: r["fits"][1]["predicted"].__setitem__(3, len(r["tags"])),
+         r"fit 'static/mlp/20/0' predicted holds \d+, an unknown id"),
+        (lambda r: r["counts"].__setitem__("pool_tokens", -1), r"counts.pool_tokens is -1, out of its range"),
+        (lambda r: r["splits"][0].pop("seen_types"), "split '20/0' has no seen_types"),
+        (lambda r: r["fits"].pop(), "no fit 'contextual/mlp/all/1'"),
+        (lambda r: r["tokens"]["types"].pop(), "tokens.types has .* entries, not one per evaluation token"),
+    ]:
+        bad = copy.deepcopy(records)
+        edit(bad)
+        with pytest.raises(UserError, match=needle):
+            ProbeMemorization().report(bad, config, entry.seed)
 
 
 @pytest.mark.slow  # probes trained on all of UD English EWT dev
