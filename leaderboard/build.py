@@ -13,6 +13,7 @@ from leaderboard.plots import task_plot
 from leaderboard.render import (
     CHANGED_LEGEND,
     NULL_LEGEND,
+    UNVERIFIED_LEGEND,
     CONTROLS_NOTE,
     SHORT_LEGEND,
     by_group,
@@ -82,6 +83,8 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         parts += ["", "### Reference controls", "", CONTROLS_NOTE, "", overview_table(board, groups["control"])]
     if short_runs(groups["control"], [None]):
         parts += ["", SHORT_LEGEND]
+    if any(b.entry.status == "ok" and not b.entry.verifiable for b in board):
+        parts += ["", UNVERIFIED_LEGEND]
     legend = limit_legend(board, overview=True)
     if legend:
         parts += ["", legend]

@@ -109,6 +109,17 @@ def null_mark(item: BoardEntry) -> str:
     return f" {NULL_MARK}" if item.null_control else ""
 
 
+UNVERIFIED_MARK = "◇"
+UNVERIFIED_LEGEND = (f"{UNVERIFIED_MARK} unverified: the results file carries no records of this run (made before "
+                     "membench wrote them), so its numbers cannot be recomputed (`membench verify`); taken on trust.")
+
+
+def unverified_mark(item: BoardEntry) -> str:
+    """` ◇` after a finished run whose numbers cannot be recomputed: its results file has no records of it
+    (`TaskEntry.verifiable`)."""
+    return f" {UNVERIFIED_MARK}" if item.entry.status == "ok" and not item.entry.verifiable else ""
+
+
 WARNING_MARK = "⚠"
 
 
@@ -121,9 +132,9 @@ def warning_mark(item: BoardEntry) -> str:
 
 def entry_label(item: BoardEntry, text: Text = escape) -> str:
     """`model_label` of a board entry, marked when it comes from a run with `--limit`, when a real
-    model's run changed settings from the task's defaults, is a null control, or warns."""
+    model's run changed settings from the task's defaults, is a null control, is unverified, or warns."""
     return (model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit]) + changed_mark(item)
-            + null_mark(item) + warning_mark(item))
+            + null_mark(item) + unverified_mark(item) + warning_mark(item))
 
 
 def changed_notes(items: list[BoardEntry], text: Text = escape, task: bool = True) -> list[str]:
@@ -323,7 +334,7 @@ def overview(board: list[BoardEntry], text: Text = escape, interval: bool = Fals
     cells = {(b.model_identity, b.model_name, b.entry.name):
              headline_value(b, interval=interval, counts=counts)
              + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed else "")
-             + changed_mark(b) + null_mark(b) for b in shown}
+             + changed_mark(b) + null_mark(b) + unverified_mark(b) for b in shown}
     rows = [[model_label(name, identity, text) + limit_mark(limits[name, identity]), text(kind)]
             + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]

@@ -185,21 +185,33 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Every file's numbers recomputed from its records and compared (`harness.app.verify`): `ok` on
-    stdout (naming the tasks that carry no records, unverified), or one error line on stderr; exit 2
-    when any failed."""
-    from harness.app.verify import verify_file
+    """Every file's numbers recomputed from its records and compared (`harness.app.verify`), and with
+    --model the records checked against the model: `ok` on stdout (naming the tasks that carry no
+    records, unverified), or one error line on stderr; exit 2 when any failed."""
+    from harness.app.verify import verify_file, verify_with_model
+    from harness.reference.checkpoints import resolve_reference_model
 
+    if args.model is None and args.sample is not None:
+        raise UserError("--sample scores records again with the model: give --model too")
+    model = resolve_reference_model(args.model) if args.model else None
     failed = 0
     for path in args.files:
         try:
-            done = verify_file(path)
+            if model is None:
+                done, checks = verify_file(path), []
+            else:
+                done, checks = verify_with_model(path, model, args.sample or 50, args.seed, args.device)
         except UserError as err:
             print(f"membench: error: {err}", file=sys.stderr)
             failed += 1
             continue
         unverified = f"; unverified (no records): {', '.join(done.unverified)}" if done.unverified else ""
         print(f"{path}: ok ({len(done.reports)} task(s) recomputed from their records{unverified})")
+        if model is not None:
+            print(f"  model identity {done.results.model.identity[:16]}: the file's")
+        for check in checks:
+            print(f"  {check.task}: " + (check.skipped or f"{check.scored} records scored again, within tolerance "
+                                                          f"(largest difference {check.worst:.2f} of it)"))
     return UserError.exit_code if failed else 0
 
 

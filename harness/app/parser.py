@@ -254,6 +254,12 @@ def add_verify(commands) -> None:
     ve = commands.add_parser("verify", help="check that results files' numbers follow from their records (every "
                                             "file; one line each, exit 2 when any fails)")
     ve.add_argument("files", nargs="+", type=Path)
+    ve.add_argument("--model", help="the weights the files were scored with (path, hub id or reference:<checkpoint>): "
+                                    "its identity must be the files', and --sample records of each task are scored "
+                                    "again with it")
+    ve.add_argument("--sample", type=positive_int, help="records of each task scored again with --model (default 50)")
+    ve.add_argument("--seed", type=seed_int, default=0, help="seed of the records drawn for --sample")
+    ve.add_argument("--device", default="auto", help="device for --model (auto: an accelerator when there is one)")
 
 
 def add_leaderboard(commands) -> None:

@@ -8,20 +8,25 @@ the records (metrics, counts, item scores, warnings, info) must equal the file's
 the records must be the ones whose sha256 the file names. A task entry without records (a task not
 split into two stages, a file made before records) cannot be recomputed: it is `unverified`, which
 the board shows.
+
+With the model (`verify_with_model`), the records are checked against it too: the model's identity
+must be the file's, and a random sample of each task's records, scored again, must agree within the
+task's tolerance (`Task.sample_values`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.app.registry import discover
 from harness.core.errors import UserError
-from harness.core.records import check_sidecar, difference, read_sidecar, records_digest
+from harness.core.records import check_sidecar, difference, normalise, read_sidecar, records_digest
 from harness.core.results import Metric, ResultsFile, TaskEntry, load_results
-from harness.core.task import Task, TaskResult
+from harness.core.task import RunContext, Task, TaskResult
 
 # What the reporting stage computes into a task entry, in the order it is compared.
 REPORTED_FIELDS = ("metrics", "counts", "item_scores", "warnings", "info")
@@ -163,3 +168,79 @@ def re_reported(done: Recomputed) -> ResultsFile:
             "item_scores": result.item_scores, "warnings": result.warnings,
             "report_version": registry[entry.name].REPORT_VERSION}))
     return done.results.model_copy(update={"tasks": tasks})
+
+
+@dataclass
+class SampleCheck:
+    """What `verify_with_model` found for one task: records scored again and the largest difference seen
+    (as a share of the tolerance), or why no sample was scored."""
+
+    task: str
+    scored: int = 0
+    worst: float = 0.0
+    skipped: str | None = None
+
+
+def sample_differences(task: Task, before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+                       ) -> tuple[float, str | None]:
+    """The largest |before - after| / (tolerance x (1 + |before|)) over the items scored again, and the
+    first item whose value lies beyond the tolerance (or differs, for a text), as a phrase; None: all within."""
+    worst = 0.0
+    for item, values in after.items():
+        for name, again in values.items():
+            recorded = before[item].get(name)
+            if isinstance(recorded, str) or isinstance(again, str):
+                if recorded != again:
+                    return worst, f"record {item}: {name} was {recorded!r}, scored again {again!r}"
+                continue
+            if recorded is None or (math.isnan(recorded) and math.isnan(again)) or recorded == again:
+                continue
+            share = abs(recorded - again) / (task.SAMPLE_TOLERANCE * (1 + abs(recorded)))
+            if not share <= 1:
+                return share, (f"record {item}: {name} was {recorded!r}, scored again {again!r} (difference "
+                               f"{recorded - again:+.3g}, beyond the tolerance {task.SAMPLE_TOLERANCE:g} x (1 + |value|))")
+            worst = max(worst, share)
+    return worst, None
+
+
+def verify_with_model(path: Path, model: str, sample: int, seed: int = 0, device: str = "auto",
+                      batch_size: int = 16) -> tuple[Recomputed, list[SampleCheck]]:
+    """`verify_file`, then the model: its identity must be the file's (a `UserError` naming both), and for
+    every task that can (`Task.sample_values`) `sample` of its records, drawn at random (`seed`), are
+    scored again and must agree within the task's tolerance."""
+    import random
+
+    from harness.core.model_types import ModelKind
+    from harness.model.loading import ModelSpec, load
+
+    done = verify_file(path)
+    results = done.results
+    lm = load(ModelSpec(model=model, kind=ModelKind(results.model.kind), dtype=results.model.dtype, device=device))
+    if lm.identity != results.model.identity:
+        raise UserError(f"{path}: --model {model} has identity {lm.identity[:16]}, the file's model "
+                        f"{results.model.name} has {results.model.identity[:16]}: these records were scored with "
+                        "another model (or another tokenizer, config or kind)")
+    registry, checks = discover(), []
+    for entry in results.tasks:
+        if entry.name not in done.reports:
+            continue
+        task = registry[entry.name]()
+        before = task.sample_values(done.records[entry.name])
+        if not before:
+            checks.append(SampleCheck(entry.name, skipped="this task cannot score a sample of its records again; "
+                                                         "the model's identity is checked"))
+            continue
+        ids = random.Random(seed).sample(sorted(before), min(sample, len(before)))
+        config = task.Config.model_validate(entry.config)
+        context = RunContext(batch_size=batch_size, limit=results.run.limit, seed=entry.seed, progress=False)
+        data, config = task.sample_data(task.load_data(config, context), config, ids)
+        after = task.sample_values(normalise(task.score(lm, data, config, context)))
+        missing = [item for item in ids if item not in after]
+        if missing:
+            raise UserError(f"{path}: {entry.name}: record {missing[0]} was not scored again (the data it came from "
+                            "has changed?)")
+        worst, found = sample_differences(task, before, {item: after[item] for item in ids})
+        if found:
+            raise UserError(f"{path}: {entry.name}: {found}: the records do not follow from this model")
+        checks.append(SampleCheck(entry.name, scored=len(ids), worst=worst))
+    return done, checks

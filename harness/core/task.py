@@ -170,6 +170,22 @@ class Task(ABC):
         made (a duplicated item, a value out of range)."""
         raise NotImplementedError(f"{self.NAME} has no reporting stage (it overrides `run`)")
 
+    # `membench verify --model --sample`: how far a value scored again may lie from the recorded one, as
+    # |recorded - again| <= SAMPLE_TOLERANCE * (1 + |recorded|) (the same weights, other batches: float32 rounding)
+    SAMPLE_TOLERANCE: ClassVar[float] = 1e-4
+
+    def sample_values(self, records: Records) -> dict[str, dict[str, Any]]:
+        """For `membench verify --model --sample`: item id -> the values of the item that scoring it again
+        must reproduce (numbers within `SAMPLE_TOLERANCE`, texts exactly), only those that depend on no
+        other item; {} where the task cannot score a sample of its items again (then only the model's
+        identity is checked)."""
+        return {}
+
+    def sample_data(self, data: Any, config: TaskConfig, ids: list[str]) -> tuple[Any, TaskConfig]:
+        """The data holding only the items `ids` (keys of `sample_values`) and the config to score them
+        with (the attacks that need other items or models left out)."""
+        raise NotImplementedError(f"{self.NAME} cannot score a sample of its items again")
+
     @classmethod
     def has_records(cls) -> bool:
         """Whether the task runs in two stages (`score`, `report`) and so writes records."""

@@ -7,6 +7,7 @@ non-members measured by ROC AUC and TPR at low FPR. Definitions: README.md besid
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Literal
 
 import numpy as np
@@ -30,6 +31,8 @@ from tasks.mink_membership.report import report
 
 
 ATTACKS = ATTACK_ORDER
+# the attacks whose score of a text reads only the text's own token log-probs
+OWN_ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
 ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 
@@ -178,8 +181,8 @@ class MinkMembership(Task):
     SUMMARY = summary_at(HEADLINE_K)
     Config = MinkConfig
     # what only the report reads: changing one reports the cached records again, without a model pass
-    REPORT_ONLY = frozenset({"dataset_inference", "di_alpha", "di_splits", "di_permutations", "di_penalty", "di_direction", "di_stop_early",
-                             "headline_k", "fpr_levels", "bootstrap_resamples"})
+    REPORT_ONLY = frozenset({"dataset_inference", "di_alpha", "di_splits", "di_permutations", "di_penalty",
+                             "di_direction", "di_stop_early", "headline_k", "fpr_levels", "bootstrap_resamples"})
 
     def headlines(self, config: MinkConfig) -> tuple[Headline, tuple[Headline, ...]]:
         """The headline and summary with the Min-K% and Min-K%++ AUCs at `--headline-k`."""
@@ -262,6 +265,19 @@ class MinkMembership(Task):
 
     def report(self, records: Records, config: MinkConfig, seed: int) -> TaskResult:
         return report(records, config, seed)
+
+    def sample_values(self, records: Records) -> dict[str, dict]:
+        """Each prefix's scores from its own token log-probs (LOSS, zlib, Min-K%, Min-K%++): the others
+        read other texts (ReCaLL's prefix, DC-PDD's frequencies, the blind baselines' folds) or models."""
+        own = {name for name in records["score_names"] if name in OWN_ATTACKS or name.startswith("min_k_")}
+        return {p["id"]: {name: value for name, value in p["scores"].items() if name in own}
+                for p in records["prefixes"]}
+
+    def sample_data(self, data: MembershipData, config: MinkConfig, ids: list[str]):
+        wanted = {item.rsplit("@", 1)[0] for item in ids}
+        own = config.model_copy(update={"attacks": tuple(a for a in config.attacks if a in OWN_ATTACKS),
+                                        "blind_baselines": ()})
+        return dataclasses.replace(data, texts=[t for t in data.texts if t.text_id in wanted]), own
 
     def other_attacks(self, model: LoadedModel, data: MembershipData, config: MinkConfig, context: RunContext,
                       prefixes: dict, target: dict) -> tuple[dict[str, dict], dict]:

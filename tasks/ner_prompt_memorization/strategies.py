@@ -7,6 +7,8 @@ paper; max(P(B-X), P(I-X), P(E-X), P(S-X)) for IOBES, likewise BILOU; P(X) for I
 the name's tokens (float64).
 M-MEM of a prompt: the share of (in-train, out-train) pairs whose in-train name is more confident,
 ties 1/2 (`harness.metrics.memorization.preference_share`, from ranks).
+What needs the model is here (the scoring stage); the arithmetic of the strategies on the recorded
+confidences is in `report.py`.
 """
 
 from __future__ import annotations
@@ -79,50 +81,8 @@ def eliminate_tokens(table: ConfidenceTable, start: Prompt, keep_best: bool, dev
     return steps
 
 
-def chosen_step(steps: list[Step], best: bool) -> Step:
-    """BM-PT (best=True): the trajectory's prompt with the highest dev M-MEM; WM-PT: the lowest.
-    The earliest on ties."""
-    values = [s.dev_m_mem for s in steps]
-    return steps[int(np.argmax(values) if best else np.argmin(values))]
-
-
-def tied_with(values: np.ndarray, k: int) -> np.ndarray:
-    """Indices (ascending) of the entries equal to values[k], k among them. Exact equality: M-MEM is
-    U / (n_in n_out) with U a sum of (half-)integer ranks, so equal pair counts give equal floats."""
-    return np.flatnonzero(values == values[k])
-
-
-def zipped_successes(conf_in: np.ndarray, conf_out: np.ndarray) -> np.ndarray:
-    """Blocks of Cochran's Q: success[i, r] = conf_in[r, i] > conf_out[r, i] for the first
-    min(n_in, n_out) names of each side (rows of the inputs: prompts; columns: names).
-
-    Each block is one zipped pair (the i-th in-train name, the i-th out-train name), as in Xia et
-    al.'s significance test, so no name is in two blocks and the blocks are independent; a tie is
-    no success. (All n_in x n_out pairs would share names between blocks.)"""
-    n = min(conf_in.shape[1], conf_out.shape[1])
-    return (conf_in[:, :n] > conf_out[:, :n]).T
-
-
-def ensemble_confidences(confidences: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-name confidences over all prompts (rows): mean, weighted mean (weights = the prompts'
-    dev M-MEM), max and min."""
-    return {"ept_mean": confidences.mean(axis=0),
-            "ept_weighted": weights @ confidences / weights.sum(),
-            "ept_max": confidences.max(axis=0),
-            "ept_min": confidences.min(axis=0)}
-
-
 def mix_assignment(names: list[str], n_prompts: int, seed: int) -> dict[str, int]:
     """Mix-PT: each name gets one of the mix prompts, drawn with a seeded generator in name order."""
     draws = np.random.default_rng(seed).integers(0, n_prompts, size=len(names))
     return {name: int(k) for name, k in zip(names, draws)}
 
-
-def length_bin(n_tokens: int, edges: tuple[int, ...]) -> str:
-    """`1-5`, `6-10`, ... `16+` for edges (5, 10, 15)."""
-    low = 1
-    for edge in edges:
-        if n_tokens <= edge:
-            return f"{low}-{edge}"
-        low = edge + 1
-    return f"{low}+"

@@ -6,25 +6,27 @@ training data; M-MEM is the share of (in-train, out-train) pairs where the in-tr
 confident. Confidence = the mean over the name's subword tokens of the max of P over the labels of
 the entity type X (PER by default, or LOC, ORG, MISC): max(P(B-X), P(I-X)) for a BIO model, as in
 the paper; every label of X for IO, IOBES and BILOU models (`entities.entity_label_set`). Prompts
-are chosen on dev and reported on test. Definitions: README.md beside this file.
+are chosen on dev and reported on test. `score` runs the model (the confidences, with the PTE
+trajectories that need it at every step); `report.py` computes every number from them. Definitions:
+README.md beside this file.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, PositiveInt
-from scipy.stats import kendalltau, rankdata
 
 from harness.core.model_types import LoadedModel, ModelKind
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import PaperPreset, RunContext, Task, TaskConfig, TaskResult, register
-from harness.metrics import memorization as m
 from harness.reference.ner_data import SHARED_NAMES
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.data import NerData, load_ner_data
 from tasks.ner_prompt_memorization.entities import EntityLabels, entity_label_set
+from tasks.ner_prompt_memorization.report import chosen_index, report
 
 
 class NerConfig(PaperPreset, TaskConfig):
@@ -66,6 +68,8 @@ class NerPromptMemorization(Task):
                Headline(metric="m_mem", tags={"strategy": "no_prompt"}, label="no-prompt M-MEM", better="lower"),
                Headline(metric="m_mem", tags={"strategy": "ept_weighted"}, label="weighted-ensemble M-MEM",
                         better="lower"))
+    # --length-bins groups the prompts of the length analysis only
+    REPORT_ONLY = frozenset({"length_bins"})
     Config = NerConfig
 
     def load_data(self, config: NerConfig, context: RunContext) -> NerData:
@@ -74,122 +78,56 @@ class NerPromptMemorization(Task):
     def check_model(self, model: LoadedModel, config: NerConfig) -> None:
         entity_labels(model, config.entity_type)
 
-    def run(self, model: LoadedModel, data: NerData, config: NerConfig, context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: NerData, config: NerConfig, context: RunContext) -> Records:
+        """The confidence of every (prompt, name) the strategies read (records: `tasks.ner_prompt_memorization.report`),
+        scored in the calls and the order of version 5's one-stage run, so its batches and numbers stay. PTE
+        needs the model at every step: its trajectories are found here and recorded with their confidences."""
         labels = entity_labels(model, config.entity_type)
         table = st.ConfidenceTable(model.model, model.tokenizer, labels.ids, context.batch_size, context.progress)
         names = {f"{split}_{side.split('_')[0]}": list(data.names.names[split][side])
                  for split in ("dev", "test") for side in ("in_train", "out_train")}
         dev_in, dev_out, test_in, test_out = names["dev_in"], names["dev_out"], names["test_in"], names["test_out"]
+        every, test_names = data.names.all_names(), test_in + test_out
         typed = data.prompts.typed
         texts = [p.text for p in typed]
-        table.get(texts, data.names.all_names())  # every (typed prompt, name) in one batched pass
-        dev, test = table.m_mem(texts, dev_in, dev_out), table.m_mem(texts, test_in, test_out)
-        test_rank = rankdata(-test, method="min").astype(int)
-        pairs = len(test_in) * len(test_out)
-        metrics: list[Metric] = []
+        table.get(texts, every)  # every (typed prompt, name) in one batched pass
+        dev = table.m_mem(texts, dev_in, dev_out)
 
-        def add(name: str, value: float | None, n: int, **tags: str) -> None:
-            value = None if value is None or not np.isfinite(value) else float(value)
-            metrics.append(Metric(name=name, value=value, n=n, tags=tags))
+        def confidences(text: str, wanted: list[str]) -> dict[str, float]:
+            return dict(zip(wanted, table.get([text], wanted)[0].tolist()))
 
-        def test_m_mem(text: str) -> float:
-            return float(table.m_mem([text], test_in, test_out)[0])
-
-        # Baselines: the name alone, One-PT, Mix-PT.
-        add("m_mem", test_m_mem(data.prompts.no_prompt.text), pairs, strategy="no_prompt")
-        add("m_mem", test_m_mem(data.prompts.one_prompt.text), pairs, strategy="one_prompt")
-        add("m_mem", self._mix_m_mem(table, data, test_in, test_out, context.seed), pairs, strategy="mix_prompt")
-        # OPT: the best and worst prompts on dev (the first in file order among ties), reported on test;
-        # the prompts tied with them on dev and the range of their test M-MEM.
-        best, worst = int(np.argmax(dev)), int(np.argmin(dev))
-        opt_info = {}
-        for strategy, k in (("opt_best", best), ("opt_worst", worst)):
-            tied = st.tied_with(dev, k)
-            add("m_mem", test[k], pairs, strategy=strategy)
-            add("test_rank", test_rank[k], len(typed), strategy=strategy)
-            add("tied_prompts", len(tied), len(typed), strategy=strategy)
-            add("tied_m_mem_min", test[tied].min(), pairs, strategy=strategy)
-            add("tied_m_mem_max", test[tied].max(), pairs, strategy=strategy)
-            opt_info[strategy.removeprefix("opt_")] = {
-                "prompt_id": typed[k].prompt_id, "text": typed[k].text, "dev_m_mem": float(dev[k]),
-                "tied_prompt_ids": [typed[j].prompt_id for j in tied],
-                "tied_test_m_mem": [float(test[tied].min()), float(test[tied].max())]}
-        # PTE: token elimination from the best and the worst prompt.
-        trajectories = {}
-        for strategy, k, keep_best in (("pte_best", best, True), ("pte_worst", worst, False)):
-            steps = st.eliminate_tokens(table, typed[k], keep_best, dev_in, dev_out)
-            chosen = st.chosen_step(steps, keep_best)
-            add("m_mem", test_m_mem(chosen.text), pairs, strategy=strategy)
-            step_tests = table.m_mem([s.text for s in steps], test_in, test_out)
-            trajectories[strategy] = {"chosen": chosen.text, "steps": [
-                {"prompt": s.text, "removed": s.removed, "importance": s.importance, "dev_m_mem": s.dev_m_mem,
-                 "test_m_mem": float(t)} for s, t in zip(steps, step_tests)]}
-        # EPT: ensembles over all typed prompts (weights: dev M-MEM), on test.
-        conf_in, conf_out = table.get(texts, test_in), table.get(texts, test_out)
-        weights = dev if dev.sum() > 0 else np.ones_like(dev)
-        ensembles_in, ensembles_out = st.ensemble_confidences(conf_in, weights), st.ensemble_confidences(conf_out, weights)
-        preferences = m.pair_preferences(conf_in, conf_out)
-        add("m_mem", m.majority_vote_share(preferences), pairs, strategy="ept_majority")
-        for strategy in ensembles_in:
-            add("m_mem", m.preference_share(ensembles_in[strategy], ensembles_out[strategy])[0], pairs, strategy=strategy)
-        # Analyses.
-        tau = kendalltau(dev, test)
-        add("kendall_tau", tau.statistic, len(typed), by="dev_vs_test")
-        add("kendall_p", tau.pvalue, len(typed), by="dev_vs_test")
-        # Prompt spread: does the choice of prompt matter, or do the prompts sit at a ceiling?
-        for split, values in (("dev", dev), ("test", test)):
-            add("prompts_at_ceiling", float(np.mean(values == 1.0)), len(typed), split=split)
-        q1, q3 = np.percentile(test, [25, 75])
-        add("prompt_m_mem_iqr", q3 - q1, len(typed), split="test")
-        # Cochran's Q over independent blocks: the zipped pairs (i-th in-train name, i-th out-train name).
-        zipped = st.zipped_successes(conf_in, conf_out)
-        q, q_p = m.cochrans_q(zipped)
-        add("cochran_q", q, len(zipped), by="prompt")
-        add("cochran_p", q_p, len(zipped), by="prompt")
-        groupings = {"prompt_type": [p.type for p in typed], "name_position": [p.name_position for p in typed],
-                     "prompt_length": [st.length_bin(p.n_tokens, config.length_bins) for p in typed]}
-        for tag, groups in groupings.items():
-            groups = np.array(groups)
-            for group in dict.fromkeys(sorted(groups, key=_group_order)):
-                add("m_mem", test[groups == group].mean(), int((groups == group).sum()), by=tag, group=group)
-        samples = [{**p.as_dict(), "dev_m_mem": float(d), "test_m_mem": float(t), "test_rank": int(r)}
-                   for p, d, t, r in zip(typed, dev, test, test_rank)]
-        probabilities = ", ".join(f"P({name})" for name in labels.names)
-        info: dict[str, Any] = {
-            "names_source": data.names.source, "prompts_source": data.prompts.source,
-            "opt": opt_info,
-            "pte": trajectories,
-            "confidence": f"mean over the name's subword tokens of max({probabilities}), softmax in float64; "
-                          f"ties count 1/2",
-            "labels": labels.names,
-            "label_scheme": labels.scheme,
-            "cochran_blocks": f"{len(zipped)} zipped (in-train, out-train) test pairs",
-            "duplicate_names": data.names.duplicates,
-        }
-        counts = {**{key: len(value) for key, value in names.items()}, "typed_prompts": len(typed),
-                  "scored_sentences": table.n_scored, "duplicate_names": data.names.n_repeats()}
-        item_scores = {"test_m_mem_by_prompt": {p.prompt_id: float(t) for p, t in zip(typed, test)}}
-        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info, item_scores=item_scores)
-
-    @staticmethod
-    def _mix_m_mem(table: st.ConfidenceTable, data: NerData, test_in: list[str], test_out: list[str],
-                   seed: int) -> float:
-        """Mix-PT: each name scored in the mix prompt drawn for it (`strategies.mix_assignment`)."""
+        # Baselines: the name alone, One-PT (in-train names scored first, as `m_mem` scores them), Mix-PT.
+        baselines = []
+        for key, prompt in (("no_prompt", data.prompts.no_prompt), ("one_prompt", data.prompts.one_prompt)):
+            table.get([prompt.text], test_in), table.get([prompt.text], test_out)
+            baselines.append({"id": key, "text": prompt.text, "confidences": confidences(prompt.text, test_names)})
         mix = data.prompts.mix
-        assignment = st.mix_assignment(data.names.all_names(), len(mix), seed)
+        assignment = st.mix_assignment(every, len(mix), context.seed)
         for k, prompt in enumerate(mix):
-            table.get([prompt.text], [n for n in test_in + test_out if assignment[n] == k])
+            table.get([prompt.text], [n for n in test_names if assignment[n] == k])
+        draws = [{"id": n, "prompt": assignment[n], "confidence": float(table.get([mix[assignment[n]].text], [n])[0, 0])}
+                 for n in test_names]
+        # PTE: token elimination from the best and the worst prompt on dev (the first in file order among ties).
+        trajectories = {}
+        for strategy, k, keep_best in (("pte_best", int(np.argmax(dev)), True), ("pte_worst", int(np.argmin(dev)), False)):
+            steps = st.eliminate_tokens(table, typed[k], keep_best, dev_in, dev_out)
+            chosen = steps[chosen_index([s.dev_m_mem for s in steps], keep_best)].text
+            table.m_mem([chosen], test_in, test_out)  # the chosen prompt first, then its trajectory
+            table.m_mem([s.text for s in steps], test_in, test_out)
+            trajectories[strategy] = [{"id": s.text, "removed": s.removed, "confidences": confidences(s.text, every)}
+                                      for s in steps]
+        return {
+            "names": names,
+            "prompts": [{"id": p.prompt_id, "text": p.text, "type": p.type, "name_position": p.name_position,
+                         "n_tokens": p.n_tokens, "confidences": confidences(p.text, every)} for p in typed],
+            "baselines": baselines,
+            "mix_prompts": [p.text for p in mix], "mix_draws": draws,
+            **trajectories,
+            "scored_sentences": table.n_scored,
+            "facts": {"names_source": data.names.source, "prompts_source": data.prompts.source,
+                      "labels": labels.names, "label_scheme": labels.scheme,
+                      "duplicate_names": data.names.duplicates},
+        }
 
-        def confidences(names: list[str]) -> np.ndarray:
-            return np.array([table.get([mix[assignment[n]].text], [n])[0, 0] for n in names])
-
-        return float(m.preference_share(confidences(test_in), confidences(test_out))[0])
-
-
-def _group_order(value: str) -> tuple:
-    """Natural order of analysis groups: positions start, middle, end; length bins by their lower edge."""
-    positions = {"start": 0, "middle": 1, "end": 2}
-    if value in positions:
-        return (0, positions[value], "")
-    head = value.split("-")[0].rstrip("+")
-    return (1, int(head), "") if head.isdigit() else (2, 0, value)
+    def report(self, records: Records, config: NerConfig, seed: int) -> TaskResult:
+        return report(records, config.length_bins)

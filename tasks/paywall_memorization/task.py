@@ -5,6 +5,7 @@ probability, (n, p)-discoverable extraction (Hayes et al. 2024) and its near-ver
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import numpy as np
@@ -214,3 +215,13 @@ class PaywallMemorization(Task):
 
     def report(self, records: Records, config: PaywallConfig, seed: int) -> TaskResult:
         return report(records, config)
+
+    def sample_values(self, records: Records) -> dict[str, dict]:
+        """Each article's greedy continuation and its target's log p_z (the near-verbatim bound, a search
+        over many continuations, is not scored again)."""
+        return {e["id"]: {key: e[key] for key in ("generation", "log_pz") if key in e} for e in records["examples"]}
+
+    def sample_data(self, data: PaywallData, config: PaywallConfig, ids: list[str]):
+        wanted = set(ids)
+        subset = dataclasses.replace(data, examples=[e for e in data.examples if e.article_id in wanted])
+        return subset, config.model_copy(update={"near_verbatim_beam": 0})

@@ -9,6 +9,7 @@ BART-style ones (a mask token; the whole sentence as target). Definitions: READM
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from pydantic import Field
@@ -78,3 +79,10 @@ class StereoSet(Task):
 
     def report(self, records: Records, config: StereoSetConfig, seed: int) -> TaskResult:
         return report(records)
+
+    def sample_values(self, records: Records) -> dict[str, dict]:
+        return {e["id"]: e["scores"] for e in records["examples"]}
+
+    def sample_data(self, data: StereoSetData, config: StereoSetConfig, ids: list[str]):
+        wanted = set(ids)
+        return dataclasses.replace(data, examples=[e for e in data.examples if e.example_id in wanted]), config

@@ -7,6 +7,8 @@ Definitions: README.md beside this file.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Literal
 
 import numpy as np
@@ -140,3 +142,12 @@ class Weat(Task):
 
     def report(self, records: Records, config: WeatConfig, seed: int) -> TaskResult:
         return report(records, config, seed)
+
+    def sample_values(self, records: Records) -> dict[str, dict]:
+        """Each (representation, test)'s word associations s(w, A, B), `x<i>` and `y<i>`."""
+        return {a["id"]: {**{f"x{i}": v for i, v in enumerate(a["x"])}, **{f"y{i}": v for i, v in enumerate(a["y"])}}
+                for a in records["associations"]}
+
+    def sample_data(self, data: WeatData, config: WeatConfig, ids: list[str]):
+        wanted = {item.split("/", 1)[1] for item in ids}
+        return dataclasses.replace(data, tests=[t for t in data.tests if t.test_id in wanted]), config

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import gzip
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,8 @@ from scipy.stats import chi2
 from statsmodels.stats.contingency_tables import cochrans_q as statsmodels_cochrans_q
 
 from harness.app.cli import main
+from harness.app.verify import verify_file
+from harness.core.errors import UserError
 from harness.core.results import load_results
 from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
@@ -21,9 +26,10 @@ from harness.reference.ner_build import NerBuildConfig
 from harness.reference.wordpiece import train_wordpiece_tokenizer
 from harness.scoring.token_classes import span_label_probs
 from tasks.ner_prompt_memorization import prompts as P
+from tasks.ner_prompt_memorization import report as ner_report
 from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.entities import entity_label_set
-from tasks.ner_prompt_memorization.task import entity_labels
+from tasks.ner_prompt_memorization.task import NerConfig, NerPromptMemorization, entity_labels
 from tests.conftest import assert_user_error
 from tests.helpers.shipped_builds import shipped_build
 from tests.helpers.tiny_models import TINY_SENTENCES, save_tiny_ner
@@ -104,7 +110,7 @@ def test_cochrans_q_blocks_are_the_zipped_name_pairs():
                         [0.9, 0.1, 0.9, 0.1, 0.5, 0.9],
                         [0.5, 0.5, 0.9, 0.1, 0.9, 0.9]])
     conf_out = np.full((3, 5), 0.5)
-    success = st.zipped_successes(conf_in, conf_out)
+    success = ner_report.zipped_successes(conf_in, conf_out)
     assert success.tolist() == [[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0], [1, 0, 1]]  # a tie (0.5) is no success
     # by hand: C = (4, 2, 2), T = 8, sum R^2 = 18; Q = (k-1)(k sum C^2 - T^2) / (k T - sum R^2) = 2 * 8 / 6;
     # chi-square with 2 degrees of freedom: p = exp(-Q / 2)
@@ -114,9 +120,9 @@ def test_cochrans_q_blocks_are_the_zipped_name_pairs():
 
 def test_tied_with_finds_every_prompt_sharing_a_value():
     dev = np.array([0.5, 0.75, 0.25, 0.75, 0.25, 0.75])
-    assert st.tied_with(dev, int(np.argmax(dev))).tolist() == [1, 3, 5]
-    assert st.tied_with(dev, int(np.argmin(dev))).tolist() == [2, 4]
-    assert st.tied_with(dev, 0).tolist() == [0]
+    assert ner_report.tied_with(dev, int(np.argmax(dev))).tolist() == [1, 3, 5]
+    assert ner_report.tied_with(dev, int(np.argmin(dev))).tolist() == [2, 4]
+    assert ner_report.tied_with(dev, 0).tolist() == [0]
 
 
 # ---------------------------------------------------------------- prompts
@@ -167,7 +173,7 @@ def test_builtin_prompt_set_has_every_type_position_and_length():
 
 
 def test_length_bins():
-    assert [st.length_bin(n, (5, 10, 15)) for n in (1, 5, 6, 15, 16, 40)] == ["1-5", "1-5", "6-10", "11-15",
+    assert [ner_report.length_bin(n, (5, 10, 15)) for n in (1, 5, 6, 15, 16, 40)] == ["1-5", "1-5", "6-10", "11-15",
                                                                               "16+", "16+"]
 
 
@@ -280,6 +286,40 @@ def test_paper_layout_file_runs_every_strategy_and_analysis(tmp_path, tiny_ner, 
         dev = [s["dev_m_mem"] for s in steps]
         chosen = max(dev) if strategy == "pte_best" else min(dev)
         assert dev[[s["prompt"] for s in steps].index(entry["info"]["pte"][strategy]["chosen"])] == chosen
+    # the numbers follow from the records in the sidecar (`membench verify`), and an edited record shows
+    [path] = (tmp_path / "out").glob("*.json")
+    sidecar = path.parent / json.loads(path.read_text())["records_file"]
+    assert sidecar.is_file() and entry["records_sha256"] and entry["report_version"] == 1
+    verify_file(path)
+    payload = json.loads(gzip.decompress(sidecar.read_bytes()))
+    records = payload["tasks"]["ner_prompt_memorization"]["records"]
+    edited = copy.deepcopy(payload)
+    [no_prompt] = [b for b in edited["tasks"]["ner_prompt_memorization"]["records"]["baselines"] if b["id"] == "no_prompt"]
+    high = float(metric(entry, "m_mem", strategy="no_prompt") == 0)  # every pair reversed: M-MEM 0 (1 where it was 0)
+    no_prompt["confidences"].update({**{n: high for n in records["names"]["test_in"]},
+                                     **{n: 1 - high for n in records["names"]["test_out"]}})
+    (tmp_path / "edited").mkdir()
+    shutil.copy(path, tmp_path / "edited" / path.name)
+    (tmp_path / "edited" / sidecar.name).write_bytes(gzip.compress(json.dumps(edited).encode()))
+    with pytest.raises(UserError, match=r"m_mem\{strategy=no_prompt\}.*do not follow from its records"):
+        verify_file(tmp_path / "edited" / path.name)
+    # records the scoring stage cannot have made fail with one line naming the record
+    config, name = NerConfig.model_validate(entry["config"]), records["names"]["test_in"][0]
+    start = records["pte_best"][0]
+    for edit, needle in [
+        (lambda r: r["prompts"].append(r["prompts"][0]), f"prompt {records['prompts'][0]['id']!r} appears twice"),
+        (lambda r: r["prompts"][1]["confidences"].update({name: 1.5}), f"confidence of {name!r} is 1.5, out of its range"),
+        (lambda r: r["mix_draws"][0].pop("confidence"), "Mix-PT draw .* confidence is None, not a number"),
+        (lambda r: r["pte_best"][0]["confidences"].update({name: float(start["confidences"][name] == 0)}),
+         "in pte_best step .*the task scores each \\(prompt, name\\) once"),
+        (lambda r: r.update(scored_sentences=-1), "scored_sentences is -1"),
+        (lambda r: r["facts"].update(label_scheme="BIOES"), "label_scheme is 'BIOES'"),
+        (lambda r: r["names"].pop("dev_out"), "names needs exactly the lists"),
+    ]:
+        broken = copy.deepcopy(records)
+        edit(broken)
+        with pytest.raises(UserError, match=needle):
+            NerPromptMemorization().report(broken, config, 0)
     # separate files: the same names and prompts give the same numbers
     names_file, prompts_file = tmp_path / "names.json", tmp_path / "prompts.json"
     layout = json.loads(paper_file.read_text())
