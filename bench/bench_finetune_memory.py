@@ -63,18 +63,19 @@ def headline_scores(entry: dict) -> dict[str, float]:
 
 
 def task_child(method: str, args) -> dict:
-    """One privacy_extraction run through the CLI, its task's starting resident size read by a wrapper."""
+    """One privacy_extraction run through the CLI, its task's starting resident size read by a wrapper of its
+    scoring stage (the model passes and the fine-tuning)."""
     from harness.app.cli import main
     from tasks.privacy_extraction.task import PrivacyExtraction
 
     start: dict[str, int] = {}
-    original = PrivacyExtraction.run
+    original = PrivacyExtraction.score
 
-    def run(self, *a, **k):
+    def score(self, *a, **k):
         start["rss"] = resident_bytes()
         return original(self, *a, **k)
 
-    PrivacyExtraction.run = run
+    PrivacyExtraction.score = score
     with tempfile.TemporaryDirectory(prefix="membench-bench-finetune-") as scratch:
         status = main(["evaluate", "--model", args.model, "--tasks", "privacy_extraction", "--epochs", "1",
                        "--finetune-seeds", "1", "--limit", str(args.limit), "--finetune-method", method,

@@ -132,9 +132,9 @@ def warning_mark(item: BoardEntry) -> str:
 
 def entry_label(item: BoardEntry, text: Text = escape) -> str:
     """`model_label` of a board entry, marked when it comes from a run with `--limit`, when a real
-    model's run changed settings from the task's defaults, is a null control, is unverified, or warns."""
+    model's run changed settings from the task's defaults, is a null control, or warns."""
     return (model_label(item.model_name, item.model_identity, text) + limit_mark([item.limit]) + changed_mark(item)
-            + null_mark(item) + unverified_mark(item) + warning_mark(item))
+            + null_mark(item) + warning_mark(item))
 
 
 def changed_notes(items: list[BoardEntry], text: Text = escape, task: bool = True) -> list[str]:
@@ -374,7 +374,8 @@ def summary(task: str, board: list[BoardEntry], text: Text = escape, group: list
     if not items:
         return None
     counts = count_metrics(board)
-    rows = [[entry_label(b, text)] + [headline_value(b, head, interval=True, counts=counts) for head in heads]
+    rows = [[entry_label(b, text) + unverified_mark(b)] + [headline_value(b, head, interval=True, counts=counts)
+                                                           for head in heads]
             for b in items]
     headers = ["model"] + [f"{text(head.label)} {head.direction()}" for head in heads]
     return Table(headers, rows, [False] + [True] * len(heads))

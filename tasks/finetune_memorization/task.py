@@ -11,38 +11,32 @@ each text's continuation exactly, and the share (n, p)-discoverable (Hayes et al
 `harness.scoring.extraction_report`). A second fresh copy trained on the non-members instead is the
 reversed control, measured the same way but for the greedy continuations. Ishihara & Takahashi 2024
 measure the same growth with epochs on GPT-2s they pre-train. Definitions: README.md beside this file.
+`score` trains the copies and reads every checkpoint into records; every metric is computed from them by
+report.py beside this file (no model).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, PositiveInt
 
+from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.progress import sublabelled
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import MAX_SEED, RunContext, Task, TaskResult, register
 from harness.metrics import blind as b
-from harness.metrics import memorization as m
-from harness.metrics.dataset_report import (
-    DatasetInferenceConfig,
-    check_sides,
-    dataset_inference_report,
-    guard_report,
-    guard_warning,
-)
-from harness.metrics.detection import detection_metrics, finite_only
-from harness.metrics.membership_report import score_names
+from harness.metrics.blind import label_free_features
+from harness.metrics.dataset_report import DatasetInferenceConfig, check_sides
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import causal_token_logprobs
 from harness.scoring.extraction import extraction_logprobs_ids, log_pz
-from harness.metrics.extraction_report import LOG10_PZ_FLOOR, floored_log10, probability_gaps, probability_metrics
 from harness.scoring.extraction_report import ExtractionConfig
 from harness.scoring.generation import greedy_continuations, prompt_cuts
 from harness.scoring.membership import (
@@ -60,14 +54,13 @@ from harness.training.finetune import (
 )
 from harness.training.memory import check_fits, estimate, model_device, model_shape
 from harness.training.method import FinetuneMethodConfig
-from tasks.finetune_memorization.data import KnownData, KnownText, load_known_data
+from tasks.finetune_memorization.data import KnownData, load_known_data
+from tasks.finetune_memorization.report import HEADLINE_SCORE, report
 
 # The attacks that need no second model, in mink_membership's order; gradnorm (one backward pass per
 # text and checkpoint) only when asked for.
 ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "recall", "dc_pdd", "gradnorm")
 DEFAULT_ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "recall", "dc_pdd")
-HEADLINE_SCORE = "min_k_20"
-GROUPS = {1: "members", 0: "non_members"}
 # Blind baselines (Das et al. 2024) with mink_membership's defaults: 5 folds, the 34 most frequent
 # words, TF-IDF, Gaussian naive Bayes, unigrams.
 BLIND_FOLDS, BLIND_FEATURES = 5, 34
@@ -108,15 +101,6 @@ class FinetuneMemorizationConfig(ExtractionConfig, FinetuneMethodConfig, Dataset
                                  "Min-K%% 20%% AUC reaches this")
 
 
-@dataclasses.dataclass
-class Measured:
-    """One checkpoint's measurements: metrics, per-text samples and seconds."""
-
-    metrics: list[Metric]
-    samples: list[dict[str, Any]]
-    seconds: float
-
-
 def attack_scores(model: LoadedModel, net, data: KnownData, config: FinetuneMemorizationConfig,
                   frequencies: np.ndarray, batch_size: int, progress) -> tuple[dict[int, dict[str, float]], dict]:
     """Every selected attack's score of every text (index -> score name -> value) under `net` (the
@@ -148,60 +132,19 @@ def attack_scores(model: LoadedModel, net, data: KnownData, config: FinetuneMemo
     return values, facts
 
 
-def detection(data: KnownData, values: dict[int, dict[str, float]], names: list[str], tags: dict[str, str],
-              config: FinetuneMemorizationConfig, seed: int) -> list[Metric]:
-    """AUC and TPR@FPR with intervals of each score over the texts it scored (finite scores only)."""
-    out = []
-    for name in names:
-        have = [(data.texts[i].label, v[name]) for i, v in values.items() if name in v]
-        if not have:
-            continue
-        labels, scores, _ = finite_only(np.array([label for label, _ in have], dtype=int),
-                                        np.array([value for _, value in have]))
-        out += detection_metrics(labels, scores, {"score": name, **tags}, config.fpr_levels,
-                                 config.bootstrap_resamples, seed)
-    return out
+def continuation_ids(tokenizer, data: KnownData) -> list[list[int]]:
+    """Each text's continuation as tokens (no special tokens): the greedy continuation's budget and p_z's target."""
+    return tokenizer([t.continuation for t in data.texts], add_special_tokens=False)["input_ids"]
 
 
-def exact_memorization(data: KnownData, facts: dict[int, dict], tags: dict[str, str]) -> list[Metric]:
-    """Exact memorization (Tirumala et al. 2022): the share of a group's scored tokens that are the
-    model's argmax prediction given the true prefix (pooled over the group's tokens); and the gap,
-    members minus non-members."""
-    shares = {}
-    out = []
-    for label, group in GROUPS.items():
-        chosen = [facts[i] for i, t in enumerate(data.texts) if t.label == label and i in facts]
-        tokens = sum(f["tokens"] for f in chosen)
-        shares[group] = sum(f["argmax_hits"] for f in chosen) / tokens if tokens else None
-        out.append(Metric(name="exact_memorization", value=shares[group], n=tokens, tags={"group": group, **tags}))
-    gap = None if None in shares.values() else shares["members"] - shares["non_members"]
-    out.append(Metric(name="exact_memorization", value=gap, n=len(facts), tags={"group": "gap", **tags}))
-    return out
-
-
-def continuation_memorization(net, tokenizer, data: KnownData, tags: dict[str, str], batch_size: int,
-                              progress) -> tuple[list[Metric], list[tuple[str, int, float]]]:
-    """paywall_memorization's metrics of each text's continuation: the greedy continuation of its prompt
-    (as many tokens as the continuation has), its forward-matching characters (eidetic) and normalized
-    Levenshtein similarity (approximate), summarized per group, with the gap of the approximate mean;
-    also (generation, eidetic, approximate) per text."""
-    continuations = tokenizer([t.continuation for t in data.texts], add_special_tokens=False)["input_ids"]
-    budgets = [len(ids) for ids in continuations]
+def greedy_generations(net, tokenizer, data: KnownData, batch_size: int, progress) -> list[str]:
+    """paywall_memorization's reading of each text's continuation: the greedy continuation of its prompt (as
+    many tokens as the continuation has), its leading whitespace stripped; the report compares it with the
+    text's reference (eidetic and approximate memorization)."""
+    budgets = [len(ids) for ids in continuation_ids(tokenizer, data)]
     generated, _ = greedy_continuations(net, tokenizer, [t.prompt for t in data.texts], budgets,
                                         batch_size=batch_size, progress=progress)
-    generated = [g.lstrip() for g in generated]
-    eidetic = np.array([m.forward_match(g, t.reference) for g, t in zip(generated, data.texts)])
-    approximate = np.array([m.approximate_memorization(g, t.reference) for g, t in zip(generated, data.texts)])
-    out, means = [], {}
-    for label, group in GROUPS.items():
-        chosen = [i for i, t in enumerate(data.texts) if t.label == label]
-        summary = m.memorization_summary(eidetic[chosen], approximate[chosen])
-        means[group] = summary["approximate_mean"]
-        out += [Metric(name=name, value=value, n=len(chosen), tags={"group": group, **tags})
-                for name, value in summary.items()]
-    out.append(Metric(name="approximate_mean", value=means["members"] - means["non_members"], n=len(data.texts),
-                      tags={"group": "gap", **tags}))
-    return out, list(zip(generated, eidetic.tolist(), approximate.tolist()))
+    return [g.lstrip() for g in generated]
 
 
 def continuation_log_pz(net, tokenizer, data: KnownData, config: FinetuneMemorizationConfig, batch_size: int,
@@ -211,7 +154,7 @@ def continuation_log_pz(net, tokenizer, data: KnownData, config: FinetuneMemoriz
     has (`generation.prompt_cuts`, as paywall_memorization's `extraction_targets`): the target is the
     continuation's tokens cut to that budget, so greedy decoding gives p_z = 1 exactly where the greedy
     continuation is the target."""
-    continuations = tokenizer([t.continuation for t in data.texts], add_special_tokens=False)["input_ids"]
+    continuations = continuation_ids(tokenizer, data)
     _, cut, budgets, _, _ = prompt_cuts(tokenizer, [t.prompt for t in data.texts], [len(ids) for ids in continuations],
                                         model_context(net))
     targets = [list(ids[:budget]) for ids, budget in zip(continuations, budgets)]
@@ -219,47 +162,25 @@ def continuation_log_pz(net, tokenizer, data: KnownData, config: FinetuneMemoriz
     return log_pz(rows)
 
 
-def extraction_metrics(data: KnownData, log_p: np.ndarray, config: FinetuneMemorizationConfig,
-                       tags: dict[str, str]) -> list[Metric]:
-    """Per group (members, non-members) the continuations' extraction metrics
-    (`extraction_report.probability_metrics`), and members minus non-members (group `gap`)."""
-    labels = np.array([t.label for t in data.texts])
-    out = []
-    for label, group in GROUPS.items():
-        out += probability_metrics(log_p[labels == label], config, {"group": group, **tags})
-    out += probability_gaps(log_p[labels == 1], log_p[labels == 0], config, {"group": "gap", **tags})
-    return out
-
-
-def blind_metrics(data: KnownData, config: FinetuneMemorizationConfig, seed: int) -> tuple[list[Metric], dict]:
-    """The blind baselines on the cut texts (no model: one reading for every checkpoint): bag of words
-    and latest year, out-of-fold (`harness.metrics.blind`, mink_membership's defaults)."""
+def blind_scores(data: KnownData, seed: int) -> tuple[list[dict[str, float]], dict]:
+    """The blind baselines' out-of-fold scores of the cut texts (no model: one reading for every checkpoint),
+    a dict per text: bag of words and latest year (`harness.metrics.blind`, mink_membership's defaults);
+    and facts about them (texts with a year, the date cutoffs)."""
     texts = [t.text for t in data.texts]
     labels = np.array([t.label for t in data.texts], dtype=int)
-    out, facts = [], {}
+    out: list[dict[str, float]] = [{} for _ in texts]
+    facts: dict = {}
     bow = b.bag_of_words_scores(texts, labels, BLIND_FOLDS, seed, BLIND_FEATURES, "tfidf", "gaussian_nb", 1)
-    if bow is not None:
-        out += detection_metrics(labels, np.asarray(bow, dtype=float), {"score": "blind_bow"}, config.fpr_levels,
-                                 config.bootstrap_resamples, seed)
+    for row, value in zip(out, bow if bow is not None else ()):
+        row["blind_bow"] = float(value)
     years = [b.latest_year(text) for text in texts]
     facts["texts_with_year"] = sum(year is not None for year in years)
     found = b.date_scores_cv(years, labels, BLIND_FOLDS, seed) if facts["texts_with_year"] else None
     if found is not None:
         scores, facts["date_cutoffs"] = found
-        out += detection_metrics(labels, np.asarray(scores, dtype=float), {"score": "blind_date"}, config.fpr_levels,
-                                 config.bootstrap_resamples, seed)
+        for row, value in zip(out, scores):
+            row["blind_date"] = float(value)
     return out, facts
-
-
-def epochs_to_threshold(metrics: list[Metric], epochs: list[int], threshold: float) -> int | None:
-    """The first measured epoch (0 included) whose headline AUC, trained on the members, reaches
-    `threshold`; None when none does."""
-    for epoch in [0, *sorted(epochs)]:
-        found = [x.value for x in metrics if x.name == "auc" and x.tags == {
-            "score": HEADLINE_SCORE, "epoch": str(epoch), "trained_on": "members"}]
-        if found and found[0] is not None and found[0] >= threshold:
-            return epoch
-    return None
 
 
 def training_memory(model: LoadedModel, config: FinetuneMemorizationConfig) -> dict:
@@ -309,11 +230,20 @@ class FinetuneMemorization(Task):
                         label="Min-K% 20% AUC, trained on non-members (control: < 0.5)", better="lower"),
                Headline(metric="auc", tags={"score": "blind_bow"}, label="blind BoW AUC", better="ideal", ideal=0.5))
     Config = FinetuneMemorizationConfig
+    # what only the report reads: changing one reports the cached records again, without a model pass
+    REPORT_ONLY = frozenset({"fpr_levels", "bootstrap_resamples", "auc_threshold", "extraction_attempts",
+                             "extraction_level", "dataset_inference", "di_alpha", "di_splits", "di_permutations",
+                             "di_penalty", "di_direction"})
 
     def load_data(self, config: FinetuneMemorizationConfig, context: RunContext) -> KnownData:
         data = load_known_data(config.data, config.reference_seed, config.members, config.words, config.prompt_words,
                                config.language, context.limit)
         check_sides(config, [t.label for t in data.texts], data.source)
+        seen = set()
+        for t in data.texts:  # each text's readings are recorded under its id
+            if t.text_id in seen:
+                raise UserError(f"{data.source}: id {t.text_id!r} names two texts; each text needs an id of its own")
+            seen.add(t.text_id)
         return data
 
     def settings(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> FinetuneSettings:
@@ -324,49 +254,40 @@ class FinetuneMemorization(Task):
     def check_model(self, model: LoadedModel, config: FinetuneMemorizationConfig) -> None:
         training_memory(model, config)
 
-    def run(self, model: LoadedModel, data: KnownData, config: FinetuneMemorizationConfig,
-            context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: KnownData, config: FinetuneMemorizationConfig,
+              context: RunContext) -> Records:
+        """Train the copies and read every checkpoint: each text's attack scores, scored tokens and argmax hits,
+        log p_z of its continuation and (trained on the members) its greedy continuation; beside them the blind
+        baselines' scores and the IID guard's features (no model); records: `tasks.finetune_memorization.report`."""
         memory = training_memory(model, config)  # before anything is copied
         batch, progress, tokenizer = context.batch_size, context.progress, model.tokenizer
-        names = score_names(config.k_percents, config.attacks)
-        # dataset inference leaves out dc_pdd: its token frequencies are the non-members', so its scores depend
-        # on the labels (the non-members' own tokens are counted, lowering their scores on any model)
-        inference_features = [name for name in names if name != "dc_pdd"]
         nonmember_texts = [t.text for t in data.texts if t.label == 0]
-        labels = [t.label for t in data.texts]
-        inference, inference_seconds = {}, []  # dataset inference: per checkpoint, and its own time
         frequencies = token_frequencies(tokenizer, nonmember_texts) if "dc_pdd" in config.attacks else None
+        checkpoints, readings, evaluation = [], [], {}
 
-        def measure(net, epoch: int, trained_on: str, with_continuations: bool = True) -> Measured:
+        def measure(net, epoch: int, trained_on: str, with_continuations: bool = True) -> None:
+            """One checkpoint's model passes, timed (the evaluation's seconds: these passes only)."""
             started = time.perf_counter()
-            tags = {"epoch": str(epoch), "trained_on": trained_on}
             values, facts = attack_scores(model, net, data, config, frequencies, batch, progress)
-            metrics = detection(data, values, names, tags, config, context.seed)
-            if config.dataset_inference:
-                clock = time.perf_counter()
-                report = dataset_inference_report(labels, [values.get(i, {}) for i in range(len(labels))],
-                                                  inference_features, tags, config, context.seed)
-                metrics += report.metrics
-                inference[f"{trained_on}@{epoch}"] = report.info
-                inference_seconds.append(time.perf_counter() - clock)
-            metrics += exact_memorization(data, facts, tags)
-            log10_pz = [None] * len(data.texts)
-            if config.extraction:
-                log_p = continuation_log_pz(net, tokenizer, data, config, batch, progress)
-                metrics += extraction_metrics(data, log_p, config, tags)
-                log10_pz = floored_log10(log_p).tolist()
-            continuations = [None] * len(data.texts)
-            if with_continuations:
-                found, continuations = continuation_memorization(net, tokenizer, data, tags, batch, progress)
-                metrics += found
-            samples = [_sample(t, epoch, trained_on, values.get(i), facts.get(i), continuations[i], log10_pz[i])
-                       for i, t in enumerate(data.texts)]
-            return Measured(metrics, samples, round(time.perf_counter() - started, 2))
+            log_p = continuation_log_pz(net, tokenizer, data, config, batch, progress) if config.extraction else None
+            generated = greedy_generations(net, tokenizer, data, batch, progress) if with_continuations else None
+            checkpoint = f"{trained_on}@{epoch}"
+            evaluation[checkpoint] = round(time.perf_counter() - started, 2)
+            checkpoints.append({"id": checkpoint, "epoch": epoch, "trained_on": trained_on,
+                                "continuations": with_continuations})
+            for i, t in enumerate(data.texts):
+                row = {"id": f"{checkpoint}/{t.text_id}", "checkpoint": checkpoint, "text": t.text_id,
+                       "scores": values.get(i, {}), **facts.get(i, {})}
+                if log_p is not None:
+                    row["log_pz"] = float(log_p[i])
+                if generated is not None:
+                    row["generation"] = generated[i]
+                readings.append(row)
 
-        # (epoch, trained on) -> measurements; epoch 0, the checkpoint itself, is where both trainings start
-        measured = {(0, "members"): measure(model.model, 0, "members")}
+        # epoch 0, the checkpoint itself, is where both trainings start
+        measure(model.model, 0, "members")
         settings = self.settings(model, config)
-        facts = {}
+        training = {}
         control = {config.control_epochs} if config.control_epochs else set()
         for trained_on, label, epochs in (("members", 1, set(config.epochs)), ("non_members", 0, control)):
             if not epochs:
@@ -375,59 +296,28 @@ class FinetuneMemorization(Task):
             rows = training_rows(tokenizer, [("", text) for text in chosen], [1] * len(chosen), False, settings)
 
             def on_checkpoint(epoch: int, net, trained_on: str = trained_on) -> None:
-                measured[epoch, trained_on] = measure(net, epoch, trained_on, trained_on == "members")
+                measure(net, epoch, trained_on, trained_on == "members")
 
             tuned = copy.deepcopy(model.model) if settings.lora is None else shared_weights_copy(model.model)
             with sublabelled(f"trained on {trained_on.replace('_', '-')}"):
-                facts[trained_on] = finetune(tuned, tokenizer, rows, dataclasses.replace(settings, epochs=max(epochs),
-                                                                                 dp=config.dp_settings(len(rows))),
-                                             epochs, on_checkpoint, progress)
+                training[trained_on] = finetune(tuned, tokenizer, rows,
+                                                dataclasses.replace(settings, epochs=max(epochs),
+                                                                    dp=config.dp_settings(len(rows))),
+                                                epochs, on_checkpoint, progress)
             del tuned
-        metrics = [x for found in measured.values() for x in found.metrics]
-        reached = epochs_to_threshold(metrics, list(config.epochs), config.auc_threshold)
-        metrics.append(Metric(name="epochs_to_auc", value=reached, n=len(data.texts),
-                              tags={"score": HEADLINE_SCORE, "threshold": f"{config.auc_threshold:g}"}))
-        blind, blind_facts = blind_metrics(data, config, context.seed)
-        metrics += blind
-        warnings = []
-        if config.dataset_inference:  # the guard sees the texts only: one reading for every checkpoint
-            clock = time.perf_counter()
-            guard = guard_report(labels, [t.text for t in data.texts], {}, config, context.seed)
-            metrics += guard.metrics
-            inference["guard"] = guard.info
-            rejected = {} if guard.guard_rejected is None else {"every checkpoint": guard.guard_rejected}
-            warnings += [w for w in [guard_warning(rejected, config.di_alpha)] if w]
-            inference_seconds.append(time.perf_counter() - clock)
-        evaluation = {f"{trained_on}@{epoch}": found.seconds for (epoch, trained_on), found in measured.items()}
-        members = sum(t.label == 1 for t in data.texts)
-        counts = {"members": members, "non_members": len(data.texts) - members, "too_short": data.too_short,
-                  "texts": len(data.texts)}
+        blind, blind_facts = blind_scores(data, context.seed)
+        features, feature_names = label_free_features([t.text for t in data.texts])  # the IID guard's
         # the recipe as before DP existed: a DP run's record is in each training's facts (`dp`)
         recipe = {key: value for key, value in dataclasses.asdict(settings).items() if key != "dp"}
-        info = {"data_source": data.source, "training": {**facts, "recipe": recipe},
-                "training_memory": memory, "evaluation_seconds": evaluation, "blind": blind_facts,
-                "epochs_to_auc": (f"epoch {reached}" if reached is not None
-                                  else f"not reached within {max(config.epochs)} epochs"),
-                "checkpoint": "epoch 0 is the evaluated checkpoint itself"}
-        if config.extraction:
-            info["extraction"] = {"scheme": config.scheme().as_dict(), "attempts": list(config.extraction_attempts),
-                                  "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR,
-                                  "targets": "each text's continuation given its prompt (the greedy one's reference)"}
-        if inference:
-            info["dataset_inference"] = inference
-            info["dataset_inference_seconds"] = round(sum(inference_seconds), 3)
-        samples = [s for found in measured.values() for s in found.samples]
-        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info, warnings=warnings)
+        facts = {"data_source": data.source, "training": {**training, "recipe": recipe}, "training_memory": memory,
+                 "evaluation_seconds": evaluation, "blind": blind_facts}
+        if config.extraction:  # the report adds the attempts and level (`extraction_info`)
+            facts["extraction"] = {"scheme": config.scheme().as_dict(),
+                                   "targets": "each text's continuation given its prompt (the greedy one's reference)"}
+        return {"texts": [{"id": t.text_id, "label": t.label, "reference": t.reference, "blind": scores}
+                          for t, scores in zip(data.texts, blind)],
+                "too_short": data.too_short, "checkpoints": checkpoints, "readings": readings,
+                "guard": {"features": features, "names": feature_names}, "facts": facts}
 
-
-def _sample(text: KnownText, epoch: int, trained_on: str, scores: dict[str, float] | None, facts: dict | None,
-            continuation: tuple[str, int, float] | None, log10_pz: float | None = None) -> dict[str, Any]:
-    """One text's record at one checkpoint (`--log-samples`); log10_pz floored at LOG10_PZ_FLOOR."""
-    row: dict[str, Any] = {"id": text.text_id, "label": text.label, "epoch": epoch, "trained_on": trained_on,
-                           "scores": {k: v if math.isfinite(v) else None for k, v in (scores or {}).items()},
-                           **(facts or {})}
-    if continuation is not None:
-        row |= {"generation": continuation[0], "eidetic": int(continuation[1]), "approximate": continuation[2]}
-    if log10_pz is not None:
-        row["log10_pz"] = log10_pz
-    return row
+    def report(self, records: Records, config: FinetuneMemorizationConfig, seed: int) -> TaskResult:
+        return report(records, config, seed)

@@ -5,7 +5,8 @@ times, unique random strings, synthetic persons with PII) and asked to reproduce
 prompts after each checkpoint epoch; the checkpoint itself (epoch 0) is the public model. The
 fine-tuning is repeated with `finetune_seeds` seeds, each on a fresh copy: a metric after
 fine-tuning is the mean over the seeds, with their sample standard deviation (ddof=1) and each
-seed's value. Definitions: README.md beside this file.
+seed's value. Two stages: `score` fine-tunes the copies and reads every model (records), `report` (report.py)
+computes every number from the records. Definitions: README.md beside this file.
 """
 
 from __future__ import annotations
@@ -21,39 +22,26 @@ from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.progress import sublabelled
-from harness.core.results import Headline, Metric
+from harness.core.records import Records
+from harness.core.results import Headline
 from harness.core.task import MAX_SEED, PaperPreset, RunContext, Task, TaskResult, register
-from harness.metrics import memorization as m
 from harness.metrics.privacy_audit import CONFIDENCE, DEFAULT_CANARIES
 from harness.scoring.conditional import encode_pairs, greedy_targets, target_logprobs
 from harness.scoring.extraction import log_pz, pair_extraction_logprobs
-from harness.metrics.extraction_report import LOG10_PZ_FLOOR, finite_log10, probability_metrics
 from harness.scoring.extraction_report import ExtractionConfig
 from harness.scoring.generation import greedy_continuations
 from tasks.privacy_extraction import formats
-from tasks.privacy_extraction.audit import (
-    GRADIENT_CANARIES,
-    LARGEST_OVER_SEEDS,
-    audit_metrics,
-    audit_record,
-    canary_losses,
-    canary_scores,
-    inclusion,
-)
 from tasks.privacy_extraction.data import (
     CANARIES,
     DUPLICATES,
-    HELDOUT_PERSONS,
     MEMORIZATION_SETS,
     PERSON_GROUPS,
-    PERSONS,
-    PRIVACY_FIELDS,
     Secret,
     audit_canaries,
     memorization_secrets,
     privacy_secrets,
-    secret_part,
 )
+from tasks.privacy_extraction.report import JOINT, audited_experiment, finetune_experiments, report
 from harness.training.finetune import (
     FinetuneSettings,
     finetune,
@@ -154,63 +142,6 @@ def predictions(model, tokenizer, pairs: list[tuple[str, str]], seq2seq: bool, k
     return texts
 
 
-def secret_scores(secret: Secret, output: str, fmt: str) -> dict[str, float]:
-    """subset and exact scores of one output; for a person, per field (the subset score of the field's
-    secret part, `data.secret_part`: format text every person shares is not counted) and over all fields."""
-    if secret.group not in PERSON_GROUPS:
-        text = output.strip()
-        return {"subset": m.subset_score(text, secret.secret), "exact": m.exact_match(text, secret.secret)}
-    found = formats.read_fields(output, fmt)
-    scores = {}
-    for name in PRIVACY_FIELDS:
-        scores[f"subset_{name}"] = m.subset_score(secret_part(name, found.get(name, "")),
-                                                  secret_part(name, secret.fields[name]))
-        scores[f"exact_{name}"] = m.exact_match(found.get(name, ""), secret.fields[name])
-    scores["exact_all"] = float(all(scores[f"exact_{name}"] == 1.0 for name in PRIVACY_FIELDS))
-    return scores
-
-
-def epoch_metrics(secrets: list[Secret], scores: list[dict[str, float]], epoch: int) -> list[Metric]:
-    """Mean scores per group: memorization-45 per duplicate count and over all, unique, the trained and
-    the held-out persons per field; and per field `exact_match_above_chance` = the trained persons'
-    exact match minus the held-out persons' (what the model knows of its persons beyond what it
-    guesses of anyone's; None without held-out persons)."""
-    out = []
-
-    def add(name: str, values: list[float], **tags: str) -> None:
-        out.append(Metric(name=name, value=float(np.mean(values)) if values else None, n=len(values),
-                          tags={"epoch": str(epoch), **tags}))
-
-    mem = [(s, sc) for s, sc in zip(secrets, scores) if s.group == "memorization-45"]
-    for times in [str(d) for d in DUPLICATES] + ["all"]:
-        chosen = [sc for s, sc in mem if times == "all" or s.times == int(times)]
-        for name in ("subset", "exact"):
-            add(f"{name}_score" if name == "subset" else "exact_match", [sc[name] for sc in chosen],
-                group="memorization-45", times=times)
-    for included in ("yes", "no"):
-        canaries = [sc for s, sc in zip(secrets, scores) if s.group == CANARIES and inclusion(s) == included]
-        if canaries:
-            add("subset_score", [sc["subset"] for sc in canaries], group=CANARIES, included=included)
-            add("exact_match", [sc["exact"] for sc in canaries], group=CANARIES, included=included)
-    unique = [sc for s, sc in zip(secrets, scores) if s.group == "unique"]
-    add("subset_score", [sc["subset"] for sc in unique], group="unique", times="1")
-    add("exact_match", [sc["exact"] for sc in unique], group="unique", times="1")
-    persons = {group: [sc for s, sc in zip(secrets, scores) if s.group == group] for group in PERSON_GROUPS}
-    for group in PERSON_GROUPS if persons[HELDOUT_PERSONS] else (PERSONS,):
-        for name in PRIVACY_FIELDS:
-            add("subset_score", [sc[f"subset_{name}"] for sc in persons[group]], group=group, field=name)
-            add("exact_match", [sc[f"exact_{name}"] for sc in persons[group]], group=group, field=name)
-        add("exact_match", [sc["exact_all"] for sc in persons[group]], group=group, field="all")
-    for name in [*PRIVACY_FIELDS, "all"]:
-        key = f"exact_{name}"
-        trained, heldout = ([sc[key] for sc in persons[group]] for group in PERSON_GROUPS)
-        gain = float(np.mean(trained) - np.mean(heldout)) if trained and heldout else None
-        out.append(Metric(name="exact_match_above_chance", value=gain, n=len(trained),
-                          tags={"epoch": str(epoch), "group": PERSONS, "field": name}))
-    return out
-
-
-JOINT = "all"  # the one fine-tuning of `--finetunes joint`
 # The board's name for the seed's `epsilon` (issue 63): what it is, so that no one reads it as a DP ε
 LEAKAGE_LABEL = "leakage ε (Inan et al.; a perplexity ratio, not a DP guarantee), 8 epochs"
 
@@ -227,78 +158,12 @@ class Reading:
     seconds: float
 
 
-def finetune_experiments(secrets: list[Secret], finetunes: str) -> dict[str, list[int]]:
-    """Which secrets each fine-tuning trains on and is read for: `joint`, one fine-tuning on every secret
-    (`JOINT`); `separate`, as Yoon & Lee, one per experiment: memorization-45, the unique strings, and
-    the persons (the held-out persons are read with the persons' fine-tuning; the audit's canaries, strings
-    seen once, train and are read with the unique strings). Experiments without
-    secrets are left out."""
-    if finetunes == "joint":
-        return {JOINT: list(range(len(secrets)))}
-    groups = {"memorization-45": ("memorization-45",), "unique": ("unique", CANARIES), "persons": PERSON_GROUPS}
-    found = {name: [i for i, s in enumerate(secrets) if s.group in members] for name, members in groups.items()}
-    return {name: indices for name, indices in found.items() if indices}
-
-
-def secret_groups(secrets: list[Secret]) -> list[tuple[dict[str, str], np.ndarray]]:
-    """(tags, indices of the secrets) of each group the extraction metrics summarise: memorization-45 per
-    duplicate count (`times` 1-5) and over all, unique, the persons (every field of a person's target), and the
-    audit's canaries, included in training or not."""
-    def chosen(keep) -> np.ndarray:
-        return np.array([i for i, s in enumerate(secrets) if keep(s)], dtype=int)
-
-    groups = [({"group": "memorization-45", "times": str(d)},
-               chosen(lambda s, d=d: s.group == "memorization-45" and s.times == d)) for d in DUPLICATES]
-    groups.append(({"group": "memorization-45", "times": "all"}, chosen(lambda s: s.group == "memorization-45")))
-    groups.append(({"group": "unique", "times": "1"}, chosen(lambda s: s.group == "unique")))
-    groups += [({"group": group, "field": "all"}, chosen(lambda s, group=group: s.group == group))
-               for group in PERSON_GROUPS]
-    groups += [({"group": CANARIES, "included": included},
-                chosen(lambda s, included=included: s.group == CANARIES and inclusion(s) == included))
-               for included in ("yes", "no")]
-    return [(tags, where) for tags, where in groups if len(where)]
-
-
-def extraction_metrics(secrets: list[Secret], log_p: np.ndarray, epoch: int, config: PrivacyConfig) -> list[Metric]:
-    """Each group's (n, p)-discoverable extraction (`extraction_report.probability_metrics`) of the
-    secrets' targets under the sampling scheme, after `epoch` epochs."""
-    return [metric for tags, where in secret_groups(secrets)
-            for metric in probability_metrics(log_p[where], config, {"epoch": str(epoch), **tags})]
-
-
-def over_seeds(runs: list[list[Metric]]) -> list[Metric]:
-    """One metric per position of the runs' (alike) metric lists: value = the mean over the runs,
-    std = their sample standard deviation (ddof=1; None with one run), per_seed = each run's value;
-    for `LARGEST_OVER_SEEDS` (the audited epsilon, each seed's audit corrected for their number) value =
-    the largest run's, no std, and the runs' ceiling. Undefined (None) in any run: value and std None."""
-    out = []
-    for same in zip(*runs, strict=True):
-        first = same[0]
-        if any((x.name, x.tags) != (first.name, first.tags) for x in same):
-            raise ValueError(f"runs disagree on their metrics: {[(x.name, x.tags) for x in same]}")
-        values = [x.value for x in same]
-        if first.name in LARGEST_OVER_SEEDS:
-            out.append(Metric(name=first.name, value=None if None in values else max(values), per_seed=values,
-                              n=first.n, tags=first.tags, ceiling=first.ceiling))
-            continue
-        mean, std = (None, None) if None in values else m.mean_and_std(values)
-        out.append(Metric(name=first.name, value=mean, std=std, per_seed=values, n=first.n, tags=first.tags))
-    return out
-
-
 def limited_per_count(limit: int) -> int | None:
     """memorization-45 strings kept per duplicate count under `--limit limit`: ⌈limit/5⌉, None
     (all 9) when that is all of them."""
     per_count = MEMORIZATION_SETS // len(DUPLICATES)
     keep = -(-limit // len(DUPLICATES))
     return None if keep >= per_count else keep
-
-
-def finetuning_facts(seeds: list[int], facts: list[dict]) -> dict:
-    """The fine-tuning runs' facts: steps and rows per epoch (alike in every run), the rest per seed."""
-    alike = ("steps", "rows_per_epoch", "trainable_parameters", "kept_zero_weights")
-    shared = {"seeds": seeds} | {key: facts[0][key] for key in alike if key in facts[0]}
-    return shared | {key: [f[key] for f in facts] for key in facts[0] if key not in shared}
 
 
 def check_context(model: LoadedModel, config: PrivacyConfig) -> None:
@@ -353,6 +218,9 @@ class PrivacyExtraction(Task):
                                                     "attempts": "100", "level": "0.5"},
                         label="memorization-45 (100, 0.5)-extractable, 8 epochs", better="lower"))
     Config = PrivacyConfig
+    # read by the report alone (the extraction summary's n and p, the audits' confidence): a change reports the
+    # cached records again, without fine-tuning
+    REPORT_ONLY = frozenset({"extraction_attempts", "extraction_level", "audit_confidence"})
 
     def headlines(self, config: PrivacyConfig) -> tuple[Headline, tuple[Headline, ...]]:
         """`SUMMARY`, and for a run that audits (`--audit-canaries`) or trains with DP (`--dp-epsilon`) the
@@ -396,7 +264,10 @@ class PrivacyExtraction(Task):
         check_context(model, config)
         check_memory(model, config)
 
-    def run(self, model: LoadedModel, data: list[Secret], config: PrivacyConfig, context: RunContext) -> TaskResult:
+    def score(self, model: LoadedModel, data: list[Secret], config: PrivacyConfig, context: RunContext) -> Records:
+        """The public model's and every fine-tuned copy's readings of the secrets (greedy outputs, log p_z, the
+        scored strings' target log-probabilities), the fine-tunings' facts and the white-box canaries' scores
+        (records: `tasks.privacy_extraction.report`)."""
         check_context(model, config)
         memory = check_memory(model, config)  # before anything is copied: the fine-tuning fits the device now
         seq2seq = model.kind is ModelKind.SEQ2SEQ
@@ -406,7 +277,6 @@ class PrivacyExtraction(Task):
         keep_sentinels = [fmt == "sentinel" and s.group in PERSON_GROUPS for s in data]
         unique = [i for i, s in enumerate(data) if s.group == "unique"]
         canary_indices = [i for i, s in enumerate(data) if s.group == CANARIES]
-        canaries = [data[i] for i in canary_indices]
         scored = unique + canary_indices  # whose target log-probabilities are read before and after
         scored_pairs = [pairs[i] for i in scored]
         settings = FinetuneSettings(max(config.epochs), config.learning_rate, config.finetune_batch_size,
@@ -420,7 +290,7 @@ class PrivacyExtraction(Task):
 
         public = logprobs(model.model)
         scheme = config.scheme()
-        samples: list[dict[str, Any]] = []
+        readings: list[dict[str, Any]] = []
         # epoch -> seconds: "0" the public model's, every later epoch a list in seed order
         evaluation_seconds: dict[str, Any] = {}
         durations: list[float] = []
@@ -441,82 +311,46 @@ class PrivacyExtraction(Task):
             return Reading(dict(zip(indices, outputs)), None if log_p is None else dict(zip(indices, log_p)), tuned,
                            time.perf_counter() - started)
 
-        def report(epoch: int, seed: int | None, readings: list[Reading]) -> list[Metric]:
-            """The metrics after `epoch` epochs of the run with `seed` (None: the public model) from the
-            readings that together cover every secret."""
-            started = time.perf_counter()
-            outputs = {i: o for r in readings for i, o in r.outputs.items()}
-            outputs = [outputs[i] for i in range(len(data))]
-            scores = [secret_scores(s, o, fmt) for s, o in zip(data, outputs)]
-            result = epoch_metrics(data, scores, epoch)
-            tuned = public if epoch == 0 else next(r.scored_logprobs for r in readings if r.scored_logprobs is not None)
-            result.append(Metric(name="epsilon", value=m.worst_case_epsilon(public[:len(unique)], tuned[:len(unique)]),
-                                 n=len(unique), tags={"epoch": str(epoch), "group": "unique"}))
-            canary_score = canary_scores(public[len(unique):], tuned[len(unique):])
-            if canaries and epoch > 0:
-                audited, found_guesses = audit_metrics(np.array([c.times == 1 for c in canaries]), canary_score, epoch,
-                                                       audit_delta, config.audit_confidence, config.finetune_seeds)
-                result += audited + canary_losses(canaries, tuned[len(unique):], epoch)
-                audit_runs.append({"finetune_seed": seed, **found_guesses})
-            if claimed is not None and epoch > 0:
-                result.append(Metric(name="claimed_epsilon", value=claimed.epsilon, n=None,
-                                     tags={"epoch": str(epoch), "delta": f"{claimed.delta:.3g}"}))
-            found = [{"id": s.sample_id, "group": s.group, "times": s.times, "epoch": epoch, "finetune_seed": seed,
-                      "output": o, **sc} for s, o, sc in zip(data, outputs, scores)]
-            for k, i in enumerate(canary_indices):
-                found[i]["audit_score"] = round(float(canary_score[k]), 5)
-            if config.extraction:
-                by_index = {i: v for r in readings for i, v in r.log_p.items()}
-                log_p = np.array([by_index[i] for i in range(len(data))])
-                result += extraction_metrics(data, log_p, epoch, config)
-                for sample, value in zip(found, log_p):
-                    sample["log10_pz"] = finite_log10(value)
-            samples.extend(found)
-            seconds = round(time.perf_counter() - started + sum(r.seconds for r in readings), 2)
+        def record(epoch: int, seed: int | None, found: list[Reading]) -> None:
+            """The reading after `epoch` epochs of the run with `seed` (None: the public model) from the
+            readings that together cover every secret, and the seconds they took."""
+            outputs = {i: o for r in found for i, o in r.outputs.items()}
+            log_p = {i: v for r in found for i, v in r.log_p.items()} if config.extraction else None
+            readings.append({
+                "id": "public" if seed is None else f"seed-{seed}/epoch-{epoch}", "epoch": epoch, "finetune_seed": seed,
+                "outputs": [outputs[i] for i in range(len(data))],
+                "log_pz": None if log_p is None else [log_p[i] for i in range(len(data))],
+                "target_logprobs": public if epoch == 0 else next(r.scored_logprobs for r in found
+                                                                  if r.scored_logprobs is not None)})
+            seconds = round(sum(r.seconds for r in found), 2)
             durations.append(seconds)
             if seed is None:
                 evaluation_seconds[str(epoch)] = seconds
             else:
                 evaluation_seconds.setdefault(str(epoch), []).append(seconds)
-            return result
 
         experiments = finetune_experiments(data, config.finetunes)
         rows = {name: training_rows(tokenizer, [pairs[i] for i in indices], [data[i].times for i in indices], seq2seq,
                                     settings) for name, indices in experiments.items()}
         # the audit's delta: the DP run's, else the default a DP run on these rows would take (`default_delta`)
-        audited_name = next((name for name, indices in experiments.items()
-                             if canary_indices and canary_indices[0] in indices), next(iter(rows)))
+        audited_name = audited_experiment(data, experiments)
         audited_rows = len(rows[audited_name])
         claimed = config.dp_settings(audited_rows)
         audit_delta = claimed.delta if claimed is not None else default_delta(audited_rows)
-        audit_runs: list[dict] = []
         # the white-box canaries join the fine-tuning that holds the text canaries (`--finetunes separate`: the unique
         # strings'), drawn from --data-seed like them; with --limit N at most N
         gradient = (GradientCanaries(min(config.audit_gradient_canaries, context.limit or config.audit_gradient_canaries),
                                      config.data_seed) if config.audit_gradient_canaries else None)
         gradient_runs: list[dict] = []
-        gradient_inclusion = ""
-
-        def gradient_audit(epoch: int, seed: int, found: dict) -> list[Metric]:
-            """The white-box canaries' audit after `epoch` epochs of the run with `seed` (their scores in `found`,
-            the fine-tuning's record of them)."""
-            included = np.array([bit == "1" for bit in found["inclusion"]])
-            audited, record = audit_metrics(included, np.array(found["scores"][str(epoch)]), epoch, audit_delta,
-                                            config.audit_confidence, config.finetune_seeds, GRADIENT_CANARIES,
-                                            "parameter shift")
-            gradient_runs.append({"finetune_seed": seed, **record})
-            return audited
-        everything = list(range(len(data)))
-        metrics = report(0, None, [read(model.model, everything)])
+        record(0, None, [read(model.model, list(range(len(data))))])
         seeds = [config.finetune_seed + k for k in range(config.finetune_seeds)]
-        runs: list[list[Metric]] = []
-        facts: dict[str, list[dict]] = {name: [] for name in experiments}
+        finetunings: list[dict] = []
         for number, seed in enumerate(seeds, 1):
-            readings: dict[int, list[Reading]] = {}  # epoch -> a reading per experiment
+            found_readings: dict[int, list[Reading]] = {}  # epoch -> a reading per experiment
             found_gradient: dict = {}
             for name, indices in experiments.items():
                 def on_checkpoint(epoch: int, net, indices: list[int] = indices) -> None:
-                    readings.setdefault(epoch, []).append(read(net, indices))
+                    found_readings.setdefault(epoch, []).append(read(net, indices))
 
                 # every seed (and experiment) fine-tunes a fresh copy; with LoRA a fresh adapter, on the loaded weights
                 tuned_model = copy.deepcopy(model.model) if settings.lora is None else shared_weights_copy(model.model)
@@ -525,75 +359,32 @@ class PrivacyExtraction(Task):
                 if gradient is not None and name == audited_name:
                     dp = dataclasses.replace(dp, gradient_canaries=gradient)
                 with sublabelled(label):  # each run's bars say which run they are
-                    facts[name].append(finetune(tuned_model, tokenizer, rows[name],
-                                                dataclasses.replace(settings, seed=seed, dp=dp), set(config.epochs),
-                                                on_checkpoint, context.progress))
-                found_gradient = facts[name][-1].pop("gradient_canaries", found_gradient)
+                    trained = finetune(tuned_model, tokenizer, rows[name], dataclasses.replace(settings, seed=seed, dp=dp),
+                                       set(config.epochs), on_checkpoint, context.progress)
+                found_gradient = trained.pop("gradient_canaries", found_gradient)
+                finetunings.append({"id": f"{name}/{seed}", "experiment": name, "finetune_seed": seed, "facts": trained})
                 del tuned_model
-            gradient_inclusion = found_gradient.get("inclusion", "")
-            runs.append([metric for epoch in sorted(readings) for metric in report(epoch, seed, readings[epoch])
-                         + (gradient_audit(epoch, seed, found_gradient) if found_gradient else [])])
-        metrics += over_seeds(runs)
-        n_rows = sum(len(found) for found in rows.values())
+            if found_gradient:
+                gradient_runs.append({"id": str(seed), "finetune_seed": seed, **found_gradient})
+            for epoch in sorted(found_readings):
+                record(epoch, seed, found_readings[epoch])
         sources, targets = encode_pairs(tokenizer, [s for s, _ in pairs], [t for _, t in pairs], seq2seq, None, None)
-        counts = {"memorization_45": sum(s.group == "memorization-45" for s in data),
-                  "unique": len(unique), "persons": sum(s.group == PERSONS for s in data),
-                  "heldout_persons": sum(s.group == HELDOUT_PERSONS for s in data),
-                  "training_rows_per_epoch": n_rows,
-                  "sources_cut": sum(len(x) > config.max_source_tokens for x in sources),
-                  "targets_cut": sum(len(x) > config.max_target_tokens for x in targets)}
-        finetuning = (finetuning_facts(seeds, facts[JOINT]) if JOINT in facts
-                      else {name: finetuning_facts(seeds, found) for name, found in facts.items()})
-        info = {"format": fmt, "finetunes": config.finetunes, "finetuning": finetuning, "finetuning_memory": memory,
-                "sparse_finetuning": ("keep-zeros: the weights zero at the start stayed zero (finetuning's "
-                                      "kept_zero_weights, parameter_sparsity_after)" if settings.keep_zeros
-                                      else "all-weights: every weight trained"),
-                "public_model": "the evaluated checkpoint itself (epoch 0)",
-                "evaluation_seconds": evaluation_seconds,
-                "evaluation_samples_per_second": round(len(data) * len(durations) / sum(durations), 1),
-                "ppl": "token-level perplexity of the target given the source: exp(-mean log p(y_t | x, y_<t))"}
-        if config.extraction:
-            info["extraction"] = {"scheme": scheme.as_dict(), "attempts": list(config.extraction_attempts),
-                                  "level": config.extraction_level, "log10_pz_floor": LOG10_PZ_FLOOR,
-                                  "targets": "each secret's target as scored (sources and targets cut to "
-                                             "--max-source-tokens / --max-target-tokens; seq2seq with its </s>)"}
-        if canaries:
-            info["audit"] = {
-                "canaries": len(canaries), "included": sum(c.times for c in canaries),
-                "included_ids": [c.sample_id for c in canaries if c.times],
-                **audit_record("".join(str(c.times) for c in canaries), audit_delta, config.audit_confidence,
-                               len(seeds), audit_runs),
-                "design": "Steinke, Nasr & Jagielski 2023: random strings of the unique strings' generator, each in "
-                          "the fine-tuning (once per epoch) with probability 1/2, independently (seeded by "
-                          "--data-seed); audited after every evaluated epoch of every fine-tuning seed",
-                "score": "loss drop per token: log p(y_t | prompt, y_<t) after fine-tuning minus before, averaged "
-                         "over the target's tokens",
-                "delta": audit_delta, "delta_rule": ("the DP run's delta" if claimed is not None else
-                                                     "min(1e-5, 1 / n^1.1) for the n training rows per epoch (no DP)"),
-                "training_rows": audited_rows,
-                "meaning": "a lower bound on the epsilon of the training algorithm at this confidence, under this "
-                           "canary design; not its true epsilon"}
-        if gradient is not None:
-            info["gradient_audit"] = {
-                "canaries": gradient.m, "included": gradient_inclusion.count("1"),
-                **audit_record(gradient_inclusion, audit_delta, config.audit_confidence, len(seeds), gradient_runs),
-                "design": "white-box gradient canaries (Steinke et al. 2023; Nasr et al. 2023's Dirac canaries): each "
-                          "a coordinate of the trainable parameters and a sign, drawn from --data-seed, in the "
-                          "fine-tuning with probability 1/2; an included canary joins each DP-SGD step with the rows' "
-                          "sampling rate, its gradient sign x C on its coordinate added to the clipped sum before the "
-                          "noise (harness/training/gradient_canaries.py)",
-                "score": "sign x (parameter before fine-tuning - after) at the canary's coordinate: how far it moved "
-                         "down the canary's gradient",
-                "meaning": "a lower bound on the epsilon of the DP-SGD mechanism as run; it audits the mechanism's "
-                           "claim, not what the model learns from text"}
-        if claimed is not None:
-            info["dp"] = {"claimed_epsilon": claimed.epsilon, "delta": claimed.delta,
-                          "no_noise_for_testing": claimed.no_noise_for_testing}
-        if context.limit:  # a test run: say what was cut (absent from full runs)
-            mem = counts["memorization_45"]
-            info["limit"] = (f"--limit {context.limit}: {mem} memorization-45 strings (the first "
-                             f"{mem // len(DUPLICATES)} of each duplicate count), {counts['unique']} unique strings "
-                             f"and {counts['persons']} persons, scored and fine-tuned on ({n_rows} rows per "
-                             f"epoch), and {counts['heldout_persons']} held-out persons, scored; epochs and "
-                             "fine-tuning seeds as configured")
-        return TaskResult(metrics=metrics, counts=counts, samples=samples, info=info)
+        secrets = [{"id": s.sample_id, "group": s.group, "times": s.times,
+                    **({"fields": s.fields} if s.group in PERSON_GROUPS else {"secret": s.secret}),
+                    "source_tokens": len(source), "target_tokens": len(target)}
+                   for s, source, target in zip(data, sources, targets)]
+        run_facts = {"finetuning_memory": memory, "keeps_zeros": settings.keep_zeros,
+                     "evaluation_seconds": evaluation_seconds,
+                     "evaluation_samples_per_second": round(len(data) * len(durations) / sum(durations), 1)}
+        if config.extraction:  # the report adds the attempts and level (`extraction_info`)
+            run_facts["extraction"] = {"scheme": scheme.as_dict()}
+        return {"format": fmt, "secrets": secrets, "readings": readings,
+                "training_rows": {name: len(found) for name, found in rows.items()}, "finetunings": finetunings,
+                "gradient_canaries": None if gradient is None else {"canaries": gradient.m, "runs": gradient_runs},
+                "audit_delta": audit_delta,
+                "dp": None if claimed is None else {"claimed_epsilon": claimed.epsilon, "delta": claimed.delta,
+                                                    "no_noise_for_testing": claimed.no_noise_for_testing},
+                "limit": context.limit, "facts": run_facts}
+
+    def report(self, records: Records, config: PrivacyConfig, seed: int) -> TaskResult:
+        return report(records, config, seed)

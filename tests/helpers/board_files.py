@@ -31,10 +31,12 @@ ID_A, ID_B, ID_C = "a" * 64, "b" * 64, "c" * 64
 def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = "2024-01-01T00:00:00+00:00",
                  auc: float = 0.6, task: str = TASK, config_hash: str = "0123456789abcdef",
                  status: str = "ok", skip_reason: str | None = None, limit: int | None = None,
-                 details: dict | None = None, changed_settings: list[str] | None = None) -> ResultsFile:
+                 details: dict | None = None, changed_settings: list[str] | None = None,
+                 records: bool = True) -> ResultsFile:
     """A valid results file with one mink-style task entry; the headline AUC (length 128) is `auc`,
     the other lengths are auc - 0.01 * (their index from the end). `details`: the model's (a
-    reference control's `reference_recipe`, a twin's `random_weights`); `changed_settings`: the entry's."""
+    reference control's `reference_recipe`, a twin's `random_weights`); `changed_settings`: the entry's;
+    `records`: a finished entry names records (a digest; the board reads no sidecar), else it is unverified."""
     metrics = []
     if status == "ok":
         for i, length in enumerate(LENGTHS):
@@ -45,7 +47,9 @@ def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = 
     entry = TaskEntry(name=task, version=1, status=status, skip_reason=skip_reason, config={"lengths": list(LENGTHS)},
                       config_hash=config_hash, changed_settings=changed_settings, seed=0, metrics=metrics,
                       counts={"texts": 200} if metrics else {},
-                      headline=HEADLINE if status == "ok" else None, wall_time_s=1.5)
+                      headline=HEADLINE if status == "ok" else None, wall_time_s=1.5,
+                      records_sha256="e" * 64 if records and status == "ok" else None,
+                      report_version=1 if records and status == "ok" else None)
     return ResultsFile(
         schema_version=1, created_at=created_at,
         harness=HarnessInfo(version="0.1.0", git_commit=None),
@@ -54,7 +58,7 @@ def make_results(name: str = "model-a", identity: str = ID_A, created_at: str = 
                         details=details or {}),
         environment=Environment(python="3.12.0", torch="2.13.0", transformers="5.0.0", platform="linux"),
         run=RunSettings(batch_size=16, limit=limit, seed=0),
-        tasks=[entry],
+        tasks=[entry], records_file="records.records.json.gz" if entry.records_sha256 else None,
     )
 
 

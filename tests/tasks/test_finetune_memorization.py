@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import copy
+import gzip
 import json
+import shutil
 
-import numpy as np
 import pytest
 
 from harness.app.cli import main
+from harness.app.verify import verify_file
+from harness.core.errors import UserError
+from harness.core.records import normalise
 from harness.core.results import Metric
 from harness.core.task import RunContext
 from tasks.finetune_memorization.data import load_known_data
-from tasks.finetune_memorization.task import (
-    FinetuneMemorizationConfig,
-    epochs_to_threshold,
-    exact_memorization,
-)
+from tasks.finetune_memorization.report import epochs_to_threshold, exact_memorization, report
+from tasks.finetune_memorization.task import FinetuneMemorizationConfig
 from tests.conftest import assert_user_error
 
 SMALL = ["--members", "12", "--words", "40", "--prompt-words", "20", "--bootstrap-resamples", "50",
@@ -58,12 +60,8 @@ def test_bad_data_is_one_line_and_exit_2(tmp_path, tiny_lm, capsys):
 
 
 def test_exact_memorization_pools_tokens_per_group_and_gives_the_gap():
-    from tasks.finetune_memorization.data import KnownData, KnownText
-
-    texts = [KnownText(str(i), "t", label, "t", "") for i, label in enumerate((1, 1, 0))]
-    data = KnownData(texts, "test", 0)
     facts = {0: {"tokens": 4, "argmax_hits": 3}, 1: {"tokens": 6, "argmax_hits": 1}, 2: {"tokens": 5, "argmax_hits": 1}}
-    found = {x.tags["group"]: x.value for x in exact_memorization(data, facts, {"epoch": "1"})}
+    found = {x.tags["group"]: x.value for x in exact_memorization([1, 1, 0], facts, {"epoch": "1"})}
     assert found == pytest.approx({"members": 4 / 10, "non_members": 1 / 5, "gap": 4 / 10 - 1 / 5})
 
 
@@ -144,6 +142,46 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
         metric(mink["tasks"][0], "auc", score="blind_bow", length="40"))
     # and so does dataset inference at epoch 0 (same scores, features, seed and settings: finetune_memorization's)
     assert metric(mink["tasks"][0], "di_p_value", length="40") == p[0]
+    # the numbers follow from the records in the sidecar (`membench verify`), and an edited record shows
+    [path] = (tmp_path / "run").glob("*.json")
+    assert results["records_file"] and (path.parent / results["records_file"]).is_file() and entry["records_sha256"]
+    verify_file(path)
+    payload = json.loads(gzip.decompress((path.parent / results["records_file"]).read_bytes()))
+    records = payload["tasks"]["finetune_memorization"]["records"]
+    edited = copy.deepcopy(payload)
+    member = next(t["id"] for t in records["texts"] if t["label"] == 1)
+    reading = next(r for r in edited["tasks"]["finetune_memorization"]["records"]["readings"]
+                   if r["id"] == f"members@1/{member}")
+    reading["argmax_hits"] = 0 if reading["argmax_hits"] else reading["tokens"]
+    (tmp_path / "edited").mkdir()
+    shutil.copy(path, tmp_path / "edited" / path.name)
+    (tmp_path / "edited" / results["records_file"]).write_bytes(gzip.compress(json.dumps(edited).encode()))
+    with pytest.raises(UserError, match=r"exact_memorization\{epoch=1,group=members,trained_on=members\}.*do not "
+                                        "follow from its records"):
+        verify_file(tmp_path / "edited" / path.name)
+    # records the scoring stage cannot have made fail with one line naming the record
+    config = FinetuneMemorizationConfig.model_validate(entry["config"])
+    first = f"members@0/{records['texts'][0]['id']}"
+
+    def at(r: dict, key: str) -> dict:
+        return next(x for x in r["readings"] if x["id"] == key)
+
+    for edit, needle in [
+        (lambda r: r["texts"].append(r["texts"][0]), f"text {records['texts'][0]['id']!r} appears twice in texts"),
+        (lambda r: r["texts"][0].__setitem__("label", 2), r"has label 2, not 1 \(member\) or 0"),
+        (lambda r: at(r, first).__setitem__("argmax_hits", at(r, first)["tokens"] + 1),
+         rf"reading '{first}' argmax_hits .* out of its range"),
+        (lambda r: at(r, first).__setitem__("log_pz", 0.5), rf"reading '{first}' log_pz .* out of its range"),
+        (lambda r: at(r, first).pop("generation"), rf"reading '{first}' needs its generation"),
+        (lambda r: at(r, first)["scores"].__setitem__("min_k_30", -1.0), "a score 'min_k_30' the config's attacks"),
+        (lambda r: r["readings"].remove(at(r, first)), "checkpoint 'members@0' has no reading of text"),
+        (lambda r: r["texts"][1]["blind"].__setitem__("blind_bow", 1.5), r"blind_bow is 1.5, out of its range"),
+        (lambda r: r["facts"].pop("training"), "facts lack training"),
+    ]:
+        bad = copy.deepcopy(records)
+        edit(bad)
+        with pytest.raises(UserError, match=needle):
+            report(normalise(bad), config, 0)
 
 
 def test_lora_trains_an_adapter_and_leaves_the_loaded_model_alone(tiny_lm):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import gzip
 import json
 import re
+import shutil
 import string
 
 import numpy as np
@@ -11,6 +14,8 @@ import pytest
 import torch
 
 from harness.app.cli import main
+from harness.app.verify import verify_file
+from harness.core.errors import UserError
 from harness.core.progress import bar_desc
 from harness.metrics import memorization as m
 from harness.model.loading import ModelSpec, load
@@ -70,7 +75,8 @@ def test_tokenizers_without_sentinels_fall_back_to_the_tagged_format(tiny_lm):
 
 def test_person_fields_are_scored_on_their_secret_part_and_held_out_persons_are_never_trained():
     from harness.core.task import RunContext
-    from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction, secret_scores
+    from tasks.privacy_extraction.report import secret_scores
+    from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 
     [person] = privacy_secrets(0, 1)
     fields = dict(person.fields)
@@ -381,7 +387,6 @@ def test_a_seq2seq_tokenizer_without_sentinels_falls_back_to_tagged_fields(tmp_p
     ("extraction_level", 1.5, "--extraction-attempts / --extraction-level:"),
 ])
 def test_bad_extraction_settings_are_one_line_naming_the_task_and_flags(setting, value, needle):
-    from harness.core.errors import UserError
     from harness.run.runner import build_config
     from tasks.privacy_extraction.task import PrivacyExtraction
 
@@ -431,6 +436,48 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     assert recompute_audit(audit, run) == bounds
     [claimed] = [x for x in entry["metrics"] if x["name"] == "claimed_epsilon"]
     assert claimed["value"] == 8.0 and claimed["tags"]["epoch"] == "1"
+    # the numbers follow from the records in the sidecar (`membench verify`), and an edited record shows
+    [path] = (tmp_path / "dp").glob("*.json")
+    results = json.loads(path.read_text())
+    assert (tmp_path / "dp" / results["records_file"]).is_file() and entry["records_sha256"]
+    verify_file(path)
+    payload = json.loads(gzip.decompress((tmp_path / "dp" / results["records_file"]).read_bytes()))
+    records = payload["tasks"]["privacy_extraction"]["records"]
+    edited = copy.deepcopy(payload)
+    readings = edited["tasks"]["privacy_extraction"]["records"]["readings"]
+    reading = next(r for r in readings if r["id"] == "seed-42/epoch-1")
+    secret = records["secrets"][0]  # mem45-00, seen once: after the epoch its output is now the secret (or not)
+    assert secret["group"] == "memorization-45" and secret["times"] == 1
+    reading["outputs"][0] = secret["secret"] if reading["outputs"][0].strip() != secret["secret"] else ""
+    (tmp_path / "edited").mkdir()
+    shutil.copy(path, tmp_path / "edited" / path.name)
+    (tmp_path / "edited" / results["records_file"]).write_bytes(gzip.compress(json.dumps(edited).encode()))
+    with pytest.raises(UserError, match=r"(subset_score|exact_match)\{epoch=1,group=memorization-45,times=1\}.*"
+                                        "do not follow from its records"):
+        verify_file(tmp_path / "edited" / path.name)
+    # records the scoring stage cannot have made fail with one line naming the record
+    from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
+
+    config = PrivacyConfig.model_validate(entry["config"])
+    for edit, needle in [
+        (lambda r: r["secrets"].append(r["secrets"][1]), "secret 'mem45-09' appears twice in secrets"),
+        (lambda r: r["secrets"][0].__setitem__("times", 6), "secret 'mem45-00' is in the fine-tuning 6 times"),
+        (lambda r: r["secrets"][-1].__setitem__("group", "other"), r"secret 'canary-00002' has group 'other'"),
+        (lambda r: r["secrets"][8]["fields"].pop("ssn"), "secret 'person-00000' needs its fields"),
+        (lambda r: r["readings"][1]["log_pz"].__setitem__(2, 0.5),
+         r"reading 'seed-42/epoch-1' log_pz\[2\] is 0.5, out of its range"),
+        (lambda r: r["readings"][0]["target_logprobs"][0].__setitem__(0, 1.0),
+         r"reading 'public' target_logprobs\[0\]\[0\] is 1.0, out of its range"),
+        (lambda r: r["readings"].pop(), r"the readings are \['public'\], not"),
+        (lambda r: r["training_rows"].__setitem__("all", -1), r"training_rows.all is -1, out of its range"),
+        (lambda r: r.__setitem__("audit_delta", 1.5), r"audit_delta is 1.5, out of its range"),
+        (lambda r: r["gradient_canaries"]["runs"][0]["scores"]["1"].pop(), "scores.1 needs one score per canary"),
+        (lambda r: r["finetunings"].pop(), "the fine-tunings are"),
+    ]:
+        broken = copy.deepcopy(records)
+        edit(broken)
+        with pytest.raises(UserError, match=needle):
+            PrivacyExtraction().report(broken, config, entry["seed"])
     [record] = entry["info"]["finetuning"]["dp"]
     assert record["delta"] == audit["delta"] == entry["info"]["dp"]["delta"] == 1e-5
     assert record["noise_multiplier"] > 0 and record["epsilon_spent"] <= 8.0

@@ -11,7 +11,7 @@ from harness.core.results import Headline, Metric, TaskEntry
 from harness.metrics import memorization as m
 from leaderboard.collect import BoardEntry
 from leaderboard.render import fmt_metric, overview_table, task_table
-from tasks.privacy_extraction.task import over_seeds
+from tasks.privacy_extraction.report import over_seeds
 
 
 def test_mean_and_sample_std_by_hand():
@@ -67,7 +67,7 @@ def test_a_metric_without_a_spread_is_written_as_before():
 def board_entry(name: str, identity: str, metrics: list[Metric]) -> BoardEntry:
     head = Headline(metric="subset_score", tags={"epoch": "8"}, label="subset score", better="lower")
     entry = TaskEntry(name="privacy_extraction", version=2, status="ok", config={}, config_hash="0" * 16, seed=0,
-                      metrics=metrics, headline=head)
+                      metrics=metrics, headline=head, records_sha256="e" * 64, report_version=1)
     return BoardEntry(model_name=name, model_identity=identity, model_kind="seq2seq", entry=entry, runs=1)
 
 
