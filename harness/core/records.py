@@ -205,3 +205,25 @@ def facts(records: Records) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise UserError("records: facts is not an object")
     return found
+
+
+def whole(value: Any, where: str, low: int = 0, high: float = math.inf) -> int:
+    """A record's count or index: a JSON integer (not a bool, not 2.0) within [low, high]; a `UserError`
+    naming `where` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"records: {where} is {value!r}, not a whole number")
+    return int(number(value, where, low, high))
+
+
+def text(value: Any, where: str, empty: bool = True) -> str:
+    """A record's text (`empty`: the empty string allowed); a `UserError` naming `where` otherwise."""
+    if not isinstance(value, str) or (not empty and not value):
+        raise UserError(f"records: {where} is {value!r}, not {'a' if empty else 'a non-empty'} text")
+    return value
+
+
+def field(record: dict[str, Any], key: str, where: str) -> Any:
+    """`record[key]`; a `UserError` naming `where` when the record has no such field."""
+    if not isinstance(record, dict) or key not in record:
+        raise UserError(f"records: {where} has no {key}")
+    return record[key]

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UserError
-from harness.core.records import Records, facts, number, record_list
+from harness.core.records import Records, facts, number, record_list, whole
 from harness.core.results import Metric
 from harness.core.task import TaskResult
 from harness.metrics import memorization as m
@@ -98,13 +98,6 @@ def epochs_to_threshold(metrics: list[Metric], epochs: list[int], threshold: flo
         if found and found[0] is not None and found[0] >= threshold:
             return epoch
     return None
-
-
-def whole(value: Any, where: str, low: int = 0, high: float = math.inf) -> int:
-    """A record's count: a JSON integer within [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"records: {where} is {value!r}, not a whole number")
-    return int(number(value, where, low, high))
 
 
 def checked_texts(records: Records) -> list[dict]:

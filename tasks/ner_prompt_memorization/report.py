@@ -26,6 +26,7 @@ from scipy.stats import kendalltau, rankdata
 
 from harness.core.errors import UserError
 from harness.core.records import Records, facts, number, record_list
+from harness.core.records import text as checked_text  # `text` names prompt texts here
 from harness.core.results import Metric
 from harness.core.task import TaskResult
 from harness.metrics import memorization as m
@@ -117,12 +118,6 @@ class _Pairs:
         return confidences
 
 
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise UserError(f"records: {where} is {value!r}, not a text")
-    return value
-
-
 def checked_names(records: Records) -> dict[str, list[str]]:
     """The four name lists: non-empty lists of distinct names, no name both in-train and out-train."""
     names = records.get("names")
@@ -148,8 +143,8 @@ def checked_prompts(records: Records, every: list[str], pairs: _Pairs) -> list[d
         raise UserError("records: prompts is empty; the task scores at least one typed prompt")
     for p in prompts:
         where = f"prompt {p['id']!r}"
-        text = _text(p.get("text"), f"{where} text")
-        kind = _text(p.get("type"), f"{where} type")
+        text = checked_text(p.get("text"), f"{where} text", empty=False)
+        kind = checked_text(p.get("type"), f"{where} type", empty=False)
         try:
             annotated = annotate(p["id"], text, kind)
         except UserError as err:
@@ -167,7 +162,7 @@ def checked_baselines(records: Records, test_names: list[str], pairs: _Pairs) ->
     if set(baselines) != set(BASELINES):
         raise UserError(f"records: baselines needs exactly {', '.join(BASELINES)}, not {', '.join(sorted(baselines))}")
     for key, b in baselines.items():
-        pairs.check(_text(b.get("text"), f"baseline {key!r} text"), b.get("confidences"), test_names,
+        pairs.check(checked_text(b.get("text"), f"baseline {key!r} text", empty=False), b.get("confidences"), test_names,
                     f"baseline {key!r}")
     return baselines
 
@@ -178,7 +173,7 @@ def checked_mix(records: Records, test_names: list[str], pairs: _Pairs) -> dict[
     if not isinstance(texts, list) or not texts:
         raise UserError("records: mix_prompts is not a non-empty list of prompts")
     for k, text in enumerate(texts):
-        _text(text, f"mix_prompts[{k}]")
+        checked_text(text, f"mix_prompts[{k}]", empty=False)
     draws = {d["id"]: d for d in record_list(records, "mix_draws", "Mix-PT draw")}
     missing, extra = sorted(set(test_names) - set(draws)), sorted(set(draws) - set(test_names))
     if missing:
@@ -219,7 +214,7 @@ def checked_steps(records: Records, strategy: str, start: str, names: list[str],
 def checked_facts(records: Records) -> dict[str, Any]:
     found = facts(records)
     for key in ("names_source", "prompts_source"):
-        _text(found.get(key), f"facts.{key}")
+        checked_text(found.get(key), f"facts.{key}", empty=False)
     labels = found.get("labels")
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
         raise UserError("records: facts.labels is not a non-empty list of label names")

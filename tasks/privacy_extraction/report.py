@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UserError
-from harness.core.records import Records, facts, number, record_list
+from harness.core.records import Records, facts, number, record_list, whole
 from harness.core.results import Metric
 from harness.core.task import TaskResult
 from harness.metrics import memorization as m
@@ -197,15 +197,6 @@ def finetuning_facts(seeds: list[int], facts: list[dict]) -> dict:
 
 
 # ---------------------------------------------------------------- the records, checked
-
-def whole(value: Any, where: str, low: int = 0) -> int:
-    """A record's whole number >= low (a JSON integer, not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"records: {where} is {value!r}, not a whole number")
-    if value < low:
-        raise UserError(f"records: {where} is {value!r}, out of its range [{low}, inf]")
-    return value
-
 
 def log_probabilities(values: Any, where: str, length: int | None = None, dtype=np.float64) -> np.ndarray:
     """A list of log-probabilities (numbers <= 0; -inf where a probability is 0, NaN where a diverged model

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UserError
-from harness.core.records import Records, facts, number, record_list
+from harness.core.records import Records, facts, number, record_list, field, text, whole
 from harness.core.results import Metric
 from harness.core.task import TaskResult
 from tasks.probe_memorization import method
@@ -61,14 +61,6 @@ def metrics_of(summary: method.Summary, tags: dict[str, str], control: bool) -> 
     return out
 
 
-def count(value: Any, where: str) -> int:
-    """A record's count: a whole number, not negative."""
-    checked = number(value, where, 0)
-    if isinstance(value, float) and not checked.is_integer():
-        raise UserError(f"records: {where} is {value!r}, not a whole number")
-    return int(checked)
-
-
 def ids(values: Any, where: str, n: int, length: int | None = None) -> np.ndarray:
     """A list of ids in [0, n) (of `length` entries where given), as an int64 array."""
     if not isinstance(values, list):
@@ -82,18 +74,6 @@ def ids(values: Any, where: str, n: int, length: int | None = None) -> np.ndarra
         bad = int(found[(found < 0) | (found >= n)][0])
         raise UserError(f"records: {where} holds {bad}, an unknown id (ids run 0..{n - 1})")
     return found
-
-
-def field(record: dict, key: str, where: str) -> Any:
-    if key not in record:
-        raise UserError(f"records: {where} has no {key}")
-    return record[key]
-
-
-def text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise UserError(f"records: {where} is {value!r}, not text")
-    return value
 
 
 def ordered(record: Any, keys: tuple[str, ...], where: str) -> dict[str, Any]:
@@ -126,7 +106,7 @@ def checked_sizes(records: Records) -> list[tuple[str, int]]:
         if not isinstance(size, dict):
             raise UserError(f"records: {where} is not an object")
         label = text(field(size, "label", where), f"{where}.label")
-        sentences = count(field(size, "sentences", where), f"{where}.sentences")
+        sentences = whole(field(size, "sentences", where), f"{where}.sentences")
         if sentences < 2:
             raise UserError(f"records: {where}.sentences is {sentences}; a training size holds 2 sentences or more")
         if label in (seen for seen, _ in out):
@@ -142,7 +122,7 @@ def checked_tuning(record: Any) -> dict | None:
         return None
     if not isinstance(record, dict):
         raise UserError("records: facts.tuning is not an object")
-    out: dict[str, Any] = {key: count(field(record, key, "facts.tuning"), f"facts.tuning.{key}")
+    out: dict[str, Any] = {key: whole(field(record, key, "facts.tuning"), f"facts.tuning.{key}")
                            for key in ("tuning_tokens", "train_tokens")}
     for fit in record_list(record, "fits", "tuning fit"):
         where = f"tuning fit {fit['id']!r}"
@@ -172,7 +152,7 @@ def report(records: Records, representations: tuple[str, ...], probes: tuple[str
     if not isinstance(counts_record, dict):
         raise UserError("records: counts is missing or not an object")
     wanted = COUNTS + (WHOLE_COUNTS if word_units == "whole" else ()) + (TUNING_COUNTS if tuning else ())
-    scored = {key: count(field(counts_record, key, "counts"), f"counts.{key}") for key in wanted}
+    scored = {key: whole(field(counts_record, key, "counts"), f"counts.{key}") for key in wanted}
     n_types = scored["word_types"]
 
     tokens = records.get("tokens")
@@ -211,7 +191,7 @@ def report(records: Records, representations: tuple[str, ...], probes: tuple[str
         if np.intersect1d(seen_types, unseen_types).size:
             raise UserError(f"records: {where} has word type {int(np.intersect1d(seen_types, unseen_types)[0])} "
                             "both seen-only and unseen-only")
-        masks[split_id] = (count(field(split, "train_tokens", where), f"{where} train_tokens"),
+        masks[split_id] = (whole(field(split, "train_tokens", where), f"{where} train_tokens"),
                            np.isin(types, seen_types), np.isin(types, unseen_types))
 
     tallies = {(rep, probe, label): method.Tally() for rep in representations for probe in probes
