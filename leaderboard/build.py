@@ -12,10 +12,10 @@ from leaderboard.plot_data import axis_tag_of, extra_heads, plot_caption
 from leaderboard.plots import task_plot
 from leaderboard.render import (
     CHANGED_LEGEND,
-    NULL_LEGEND,
-    UNVERIFIED_LEGEND,
     CONTROLS_NOTE,
+    NULL_LEGEND,
     SHORT_LEGEND,
+    UNVERIFIED_LEGEND,
     by_group,
     changed_notes,
     limit_legend,

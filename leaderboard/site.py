@@ -35,6 +35,7 @@ from leaderboard.render import (
     LIMIT_MARK,
     NULL_LEGEND,
     SHORT_LEGEND,
+    UNVERIFIED_LEGEND,
     agreement,
     all_metrics,
     better_in_words,
@@ -164,7 +165,9 @@ def render_site(submissions: Path) -> dict[str, bytes]:
          kinds=sorted({m.kind for m in models}), pruned=any(m.sparsity is not None for m in models),
          limited=any(m.limits for m in models), changed=changed_notes(groups["real"], plain),
          null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"]) else None,
-         short_legend=SHORT_LEGEND if short_runs(board, [None]) else None)
+         short_legend=SHORT_LEGEND if short_runs(board, [None]) else None,
+         unverified_legend=UNVERIFIED_LEGEND if any(b.entry.status == "ok" and not b.entry.verifiable
+                                                    for b in board) else None)
     for task in tasks:
         key_metrics = task_heads(task, board)
         figure, plot_note = task_figure(task, board)
