@@ -14,6 +14,7 @@ from harness.core.board_keys import model_key
 from harness.core.errors import UserError
 from harness.core.io import atomic_write_bytes, cache_dir, check_writable_cache, check_writable_folder
 from harness.core.progress import labelled
+from harness.core.records import sidecar_name
 from harness.core.results import ResultsFile, load_results
 from harness.app.parser import JOB_BATCH_SIZE
 from harness.core.task import DEFAULT_MAX_BATCH_SIZE, parse_settings
@@ -256,18 +257,28 @@ def replicate_controls(submissions: Path, found: list[tuple[object, list[Path]]]
 def place_results(submissions: Path, evaluated: list[tuple[Path, ResultsFile]],
                   before: dict[tuple[str, str], tuple[Path, ResultsFile]]) -> tuple[list[Path], list[Path]]:
     """Per results file of this run (in `<cache>/runs/latest`): the file of the same checkpoint in
-    `submissions` stays when this run reproduced it (`controls.reproduces`), otherwise this run's
-    file is copied there (atomically). Returns (the files written, the files kept)."""
+    `submissions` stays when this run reproduced it (`controls.reproduces`) and it carries the records
+    of every task this run has records of, otherwise this run's file and its records sidecar are copied
+    there (atomically, the sidecar first). Returns (the files written, the files kept)."""
     written, kept = [], []
     for path, results in evaluated:
         earlier = before.get(model_key(results))
-        if earlier is not None and earlier[0].name == path.name and reproduces(earlier[1], results):
+        if earlier is not None and earlier[0].name == path.name and reproduces(earlier[1], results) \
+                and not gains_records(earlier[1], results):
             kept.append(earlier[0])
             continue
         target = Path(submissions) / path.name
+        if results.records_file:
+            atomic_write_bytes(target.parent / results.records_file, (path.parent / results.records_file).read_bytes())
         atomic_write_bytes(target, path.read_bytes())
         written.append(target)
     return written, kept
+
+
+def gains_records(old: ResultsFile, new: ResultsFile) -> bool:
+    """Whether `new` has the records of a finished task that `old` lacks (a file made before records)."""
+    had = {entry.name for entry in old.tasks if entry.verifiable}
+    return any(entry.verifiable and entry.name not in had for entry in new.tasks)
 
 
 def evaluate_reported(spec: ModelSpec, tasks: list, settings: dict[str, str],
@@ -312,8 +323,8 @@ def remove_superseded(submissions: Path, written: list[Path],
                if (model_key(results) in keys or older_recipe(results)) and path.resolve() not in keep]
     for path in removed:
         path.unlink()
-        for samples in path.parent.glob(f"{path.stem}.*.samples.jsonl"):
-            samples.unlink()
+        for beside in [*path.parent.glob(f"{path.stem}.*.samples.jsonl"), path.parent / sidecar_name(path.name)]:
+            beside.unlink(missing_ok=True)
     return removed
 
 

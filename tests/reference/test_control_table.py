@@ -9,6 +9,7 @@ import pytest
 
 from harness.app.registry import discover, select
 from harness.core.board_keys import board_key
+from harness.core.records import sidecar_name
 from harness.core.results import load_results
 from harness.model.loading import ModelSpec
 from harness.reference.controls import EXPECTATIONS, TOLERANCES, Expectation, compare, headlines, readings, tags_of
@@ -129,10 +130,11 @@ def test_an_unsafe_recipe_digest_is_not_a_key(tiny_lm, tmp_path):
     assert board_key(forged) == model.identity
 
 
-@pytest.mark.parametrize("tamper", [None, "within", "beyond", "summary", "version"])
+@pytest.mark.parametrize("tamper", [None, "within", "beyond", "summary", "version", "no records"])
 def test_a_rerun_that_reproduces_the_committed_file_leaves_it_alone(tiny_lm, tmp_path, tamper):
     """`membench run` keeps a committed results file its run reproduced: the same tasks and
-    settings, each headline within its task's tolerance; otherwise it puts the new file there."""
+    settings, each headline within its task's tolerance, and its records; otherwise it puts the new
+    file there, with its records."""
     from harness.app.job import newest_by_key, place_results
 
     committed, scratch = tmp_path / "submissions", tmp_path / "scratch"
@@ -151,6 +153,9 @@ def test_a_rerun_that_reproduces_the_committed_file_leaves_it_alone(tiny_lm, tmp
         entry["summary"] = []
     if tamper == "version":
         entry["version"] -= 1
+    if tamper == "no records":  # a file made before records: the same numbers, which the run now gives evidence for
+        del data["records_file"], entry["records_sha256"], entry["report_version"]
+        (committed / sidecar_name(path.name)).unlink()
     path.write_text(json.dumps(data))
     new = evaluate(spec, select("weat"), WEAT, EvaluateOptions(output_path=scratch, limit=4))
     assert new.name == path.name
@@ -160,6 +165,7 @@ def test_a_rerun_that_reproduces_the_committed_file_leaves_it_alone(tiny_lm, tmp
         assert (written, kept) == ([], [path]) and now == data
     else:
         assert (written, kept) == ([path], []) and now == json.loads(new.read_text())
+        assert (committed / now["records_file"]).read_bytes() == (scratch / now["records_file"]).read_bytes()
 
 
 def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_path):
@@ -178,11 +184,13 @@ def test_a_run_deletes_the_earlier_file_of_the_same_reference_checkpoint(tmp_pat
     (out / f"{old.stem}.weat.samples.jsonl").write_text("{}\n")
     other = evaluate(ModelSpec(str(folder), name="someone-else"), select("weat"), WEAT,
                      EvaluateOptions(output_path=out, limit=4))
+    shutil.copy(out / sidecar_name(new.name), out / sidecar_name(old.name))
     assert remove_superseded(out, [new]) == [old]
-    assert sorted(p.name for p in out.iterdir()) == sorted([new.name, other.name])
+    with_records = [name for path in (new, other) for name in (path.name, sidecar_name(path.name))]
+    assert sorted(p.name for p in out.iterdir()) == sorted(with_records)
     # new weights shipped for the recipe: the files of the older recipe's checkpoints go, others' stay
     assert remove_superseded(out, [other], {("tiny", "fedcba9876")}) == [new]
-    assert sorted(p.name for p in out.iterdir()) == [other.name]
+    assert sorted(p.name for p in out.iterdir()) == sorted([other.name, sidecar_name(other.name)])
 
 
 def test_real_model_controls_read_their_submissions_and_fail_only_on_a_reading():
