@@ -15,6 +15,12 @@ machine-dependence, measured on one machine by emulating other CPUs, and its pin
   Numerical Reproducibility mode `MKL_CBWR=AVX2` (same results on every CPU that has AVX2).
 - OpenBLAS (NumPy and SciPy's BLAS: scikit-learn probes, WEAT statistics) picks its kernels by
   CPU too. Pin: `OPENBLAS_CORETYPE=Haswell` (the AVX2 kernels).
+- NumPy's own loops (exp and log among them) are compiled for x86-64-v3 (AVX2) and v4 (AVX-512)
+  and chosen at run time, so a report computed from records (`membench verify`) may round
+  otherwise on an AVX-512 machine (not measured: added 2026-12-07 on an AVX2-only EPYC, for the
+  reporting stage's bit-for-bit check). Pin: `NPY_DISABLE_CPU_FEATURES` naming the AVX-512 targets
+  (`X86_V4 AVX512_ICL AVX512_SPR`), which leaves the AVX2 loops; on a machine without AVX-512 it
+  changes nothing.
 - Thread count: parallel reductions and GEMM split their work by the number of threads, so 1 and
   2 threads give different sums on the same CPU. Pin: `REFERENCE_THREADS` threads for PyTorch,
   OpenMP, MKL, OpenBLAS and Rayon (the tokenizers library), whatever the machine's core count.
@@ -51,6 +57,7 @@ def pinned_environment(threads: int = REFERENCE_THREADS) -> dict[str, str]:
     """The environment variables that make the numerics machine-independent (see the module docstring)."""
     count = str(threads)
     return {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+            "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
             "OMP_NUM_THREADS": count, "MKL_NUM_THREADS": count, "OPENBLAS_NUM_THREADS": count,
             "RAYON_NUM_THREADS": count, "TOKENIZERS_PARALLELISM": "false"}
 
