@@ -16,6 +16,7 @@ Records (`MinkMembership.score`):
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -26,6 +27,8 @@ from harness.core.task import TaskResult
 from harness.metrics.dataset_report import dataset_inference_report, guard_report_on, guard_warning
 from harness.metrics.membership_report import score_detection
 from tasks.mink_membership.blind import best_k_metrics, blind_warning, low_fpr_support
+
+log = logging.getLogger(__name__)
 
 # the attacks whose scores come from a second model: dataset inference leaves them out
 SECOND_MODEL = ("ref", "ne")
@@ -114,6 +117,9 @@ def report(records: Records, config, seed: int) -> TaskResult:
     warnings = [w for w in [blind_warning(metrics_out), guard_warning(rejected, config.di_alpha)] if w]
     if non_finite:
         info["non_finite_scores"] = non_finite
+        log.warning("mink_membership: %d text prefixes have a non-finite score (NaN or inf; the model's outputs?); "
+                    "each is left out of that score's metrics (counts non_finite@L, info.non_finite_scores)",
+                    sum(counts[f"non_finite@{length}"] for length in lengths))
     empty = None
     if not metrics_out:  # the runner records the task as skipped, with this reason
         empty = (f"every text is shorter than every --lengths (the shortest is {min(lengths)} words)"

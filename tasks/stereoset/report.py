@@ -54,5 +54,8 @@ def report(records: Records) -> TaskResult:
     warnings = records.get("warnings", [])
     if not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
         raise UserError("records: warnings is not a list of lines")
+    # the samples as scored: the options in `LABELS` order (the records come back with their keys sorted)
+    samples = [{**e, "template_words": {label: e["template_words"][label] for label in LABELS},
+                "scores": {label: e["scores"][label] for label in LABELS}} for e in examples]
     return TaskResult(metrics=domain_metrics([e["target"] for e in examples], domains, scores), counts=counts,
-                      samples=examples, info=dict(facts(records)), warnings=list(warnings))
+                      samples=samples, info=dict(facts(records)), warnings=list(warnings))

@@ -148,7 +148,7 @@ def continuation_pairs(seed: int = 0, n: int = 60) -> tuple[list[str], list[str]
 
 
 def test_memorization_equals_membench_and_the_task(load):
-    from tasks.paywall_memorization.task import summary
+    from tasks.paywall_memorization.report import summary
 
     generations, references = continuation_pairs()
     got = load("membench_memorization").compute(predictions=generations, references=references,
@@ -157,7 +157,7 @@ def test_memorization_equals_membench_and_the_task(load):
     approximate = np.array([metrics.approximate_memorization(g, r) for g, r in zip(generations, references)])
     assert 0 < (eidetic > 0).mean() < 1 and 0 < (approximate == 1).sum() < len(approximate)
     assert got["eidetic"] == eidetic.tolist() and got["approximate"] == pytest.approx(approximate.tolist(), **EXACT)
-    task = {m.name: m.value for m in summary([None] * len(generations), eidetic, approximate, {})}
+    task = {m.name: m.value for m in summary(len(generations), eidetic, approximate, {})}
     summary_keys = ["eidetic_max", "eidetic_mean", "approximate_mean", "approximate_median"]
     assert list(task) == summary_keys
     assert {k: got[k] for k in summary_keys} == pytest.approx(task, **EXACT)

@@ -38,8 +38,8 @@ def with_other_tokenizer(tiny_lm: Path, folder: Path) -> Path:
 
 
 def cached_identities(cache: Path, task: str) -> list[str]:
-    """The model identities that have a cached entry of `task`."""
-    return sorted(p.parent.name for p in (cache / "results").glob(f"*/{task}"))
+    """The model identities that have cached records of `task` (every task runs in two stages)."""
+    return sorted(p.parent.name for p in (cache / "records").glob(f"*/{task}"))
 
 
 def test_the_identity_is_the_hash_of_its_four_parts(tiny_lm):
