@@ -150,10 +150,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     saying whether they equal the file's bit for bit; with --output-path, the results file so reported
     (and its sidecar) written there. A file that cannot be read, or whose sidecar is missing or another
     run's, is one error line; exit 2 when any failed."""
-    import shutil
-
     from harness.app.verify import first_difference, re_reported, recompute
-    from harness.core.io import check_writable_folder
+    from harness.core.io import atomic_write_bytes, check_writable_folder
     from harness.core.results import write_results
 
     if args.output_path:
@@ -166,9 +164,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                 target = args.output_path / path.name
                 if target.resolve() == path.resolve():
                     raise UserError(f"{path}: --output-path would overwrite it; give another folder")
-                if done.reports:
-                    sidecar = args.output_path / done.results.records_file
-                    shutil.copyfile(path.parent / done.results.records_file, sidecar)
+                if done.reports:  # the records as they are, first: the results file names them
+                    atomic_write_bytes(args.output_path / done.results.records_file,
+                                       (path.parent / done.results.records_file).read_bytes())
                 write_results(re_reported(done), target)
         except UserError as err:
             print(f"membench: error: {err}", file=sys.stderr)
