@@ -52,8 +52,9 @@ def _native(value: Any) -> Any:
     raise TypeError(f"a record holds a {type(value).__name__}, which is no JSON value")
 
 
-def dumps(records: Records) -> str:
-    """Canonical JSON of records: sorted keys, no whitespace; NaN and Infinity as Python writes them."""
+def dumps(records: Any) -> str:
+    """Canonical JSON of records (or of a sidecar holding them): sorted keys, no whitespace; NaN and
+    Infinity as Python writes them."""
     return json.dumps(records, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_native)
 
 
@@ -76,8 +77,7 @@ def sidecar_name(results_name: str) -> str:
 def sidecar_bytes(model_identity: str, tasks: dict[str, dict[str, Any]]) -> bytes:
     """The sidecar's bytes: `tasks` is task name -> {version, config_hash, records}."""
     payload = {"format": RECORDS_FORMAT, "model_identity": model_identity, "tasks": tasks}
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_native)
-    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+    return gzip.compress(dumps(payload).encode("utf-8"), compresslevel=9, mtime=0)
 
 
 def write_sidecar(path: Path, model_identity: str, tasks: dict[str, dict[str, Any]]) -> None:

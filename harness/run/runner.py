@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -39,6 +39,7 @@ from harness.run import cache, heap
 from harness.scoring import distributed, fitting
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -245,16 +246,23 @@ class TaskOutcome:
     records: dict[str, Any] | None = None
 
 
+def measured(task: Task, lm: LoadedModel, stage: Callable[[], T]) -> tuple[T, dict[str, Any]]:
+    """`stage()` with its progress bars naming the task and the model, and what the entry records of the
+    run: its wall time, the process's peak resident memory (None where the kernel cannot say) and the
+    largest batch of each step (`fitting.step_sizes`)."""
+    started, peak_known = time.perf_counter(), heap.reset_peak_rss()
+    fitting.reset()
+    with progress.labelled(progress.task_label(task.NAME, lm.name)):
+        done = stage()
+    return done, {"wall_time_s": round(time.perf_counter() - started, 3),
+                  "peak_rss_bytes": heap.peak_rss_bytes() if peak_known else None, "batch_sizes": fitting.step_sizes()}
+
+
 def score_records(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context: RunContext,
                   options: EvaluateOptions) -> CachedRecords:
     """Run a two-stage task's scoring stage, normalise its records (`harness.core.records.normalise`)
-    and cache them with the facts of the run."""
-    started, peak_known = time.perf_counter(), heap.reset_peak_rss()
-    fitting.reset()
-    with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
-        records = normalise(task.score(lm, data, config, context))
-    scoring = {"wall_time_s": round(time.perf_counter() - started, 3),
-               "peak_rss_bytes": heap.peak_rss_bytes() if peak_known else None, "batch_sizes": fitting.step_sizes()}
+    and cache them with the facts of the run (`measured`)."""
+    records, scoring = measured(task, lm, lambda: normalise(task.score(lm, data, config, context)))
     if distributed.is_main() and options.use_cache:
         cache.put_records(lm.identity, task.NAME, task.VERSION, records_key(task, lm, data, config, context, options),
                           records, scoring)
@@ -292,16 +300,11 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
         scored = hit or score_records(task, lm, data, config, context, options)
         started = time.perf_counter()
         result = task.report(scored.records, config, options.seed)
-        wall = scored.scoring["wall_time_s"] + (time.perf_counter() - started)
-        facts = dict(peak_rss_bytes=scored.scoring["peak_rss_bytes"], batch_sizes=scored.scoring["batch_sizes"],
-                     records_sha256=records_digest(scored.records), report_version=task.REPORT_VERSION)
+        wall = scored.scoring["wall_time_s"] + time.perf_counter() - started
+        facts = {**scored.scoring, "wall_time_s": round(wall, 3),
+                 "records_sha256": records_digest(scored.records), "report_version": task.REPORT_VERSION}
     else:
-        started, peak_known = time.perf_counter(), heap.reset_peak_rss()
-        fitting.reset()
-        with progress.labelled(progress.task_label(task.NAME, lm.name)):  # its bars name the task and the model
-            result = task.run(lm, data, config, context)
-        wall = time.perf_counter() - started
-        facts = dict(peak_rss_bytes=heap.peak_rss_bytes() if peak_known else None, batch_sizes=fitting.step_sizes())
+        result, facts = measured(task, lm, lambda: task.run(lm, data, config, context))
     if not result.metrics:  # nothing to show: not an "ok" run
         reason = f"no metrics: {result.no_metrics_reason or 'the task computed none on this data'}"
         if distributed.is_main():
@@ -310,7 +313,7 @@ def run_task(task: Task, lm: LoadedModel, data: Any, config: TaskConfig, context
                                      **base))
     entry = TaskEntry(status="ok", metrics=result.metrics, counts=result.counts, headline=headline,
                       summary=list(summary), info=result.info, item_scores=result.item_scores,
-                      wall_time_s=round(wall, 3), warnings=result.warnings, **facts, **base)
+                      warnings=result.warnings, **facts, **base)
     warn_entry(entry)
     samples = cache.samples_to_jsonl(result.samples)
     if task.has_records():
