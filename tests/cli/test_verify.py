@@ -3,7 +3,6 @@ sidecar, and every way a file and its records can be tampered with or damaged re
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from harness.app.cli import main
 from harness.core.records import SIDECAR_SUFFIX, records_digest
 from tests.conftest import assert_user_error
+from tests.helpers.records import copy_with_records, sidecar_of, sidecar_payload, write_records
 
 TASKS = "stereoset,mink_membership"
 
@@ -28,21 +28,13 @@ def scored(tiny_lm, tmp_path_factory) -> Path:
 
 def copy_of(scored: Path, folder: Path) -> Path:
     """The results file and its sidecar copied into `folder` (the file's path there)."""
-    folder.mkdir(exist_ok=True)
-    for path in (scored, scored.with_name(scored.name.removesuffix(".json") + SIDECAR_SUFFIX)):
-        shutil.copy(path, folder / path.name)
-    return folder / scored.name
-
-
-def sidecar_of(path: Path) -> Path:
-    return path.with_name(path.name.removesuffix(".json") + SIDECAR_SUFFIX)
+    return copy_with_records(scored, sidecar_payload(scored), folder)
 
 
 def edit_sidecar(path: Path, change) -> None:
-    side = sidecar_of(path)
-    payload = json.loads(gzip.decompress(side.read_bytes()))
+    payload = sidecar_payload(path)
     change(payload)
-    side.write_bytes(gzip.compress(json.dumps(payload).encode()))
+    write_records(path, payload)
 
 
 def edit_results(path: Path, change) -> None:
@@ -172,7 +164,7 @@ def test_the_model_is_checked_by_identity_then_by_a_sample(scored, tiny_lm, tmp_
 
 def test_every_record_digest_is_the_files(scored):
     results = json.loads(scored.read_text())
-    payload = json.loads(gzip.decompress(sidecar_of(scored).read_bytes()))
+    payload = sidecar_payload(scored)
     for task in results["tasks"]:
         assert records_digest(payload["tasks"][task["name"]]["records"]) == task["records_sha256"]
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import gzip
 import json
-import shutil
 
 import pytest
 
@@ -19,6 +17,7 @@ from tasks.finetune_memorization.data import load_known_data
 from tasks.finetune_memorization.report import epochs_to_threshold, exact_memorization, report
 from tasks.finetune_memorization.task import FinetuneMemorizationConfig
 from tests.conftest import assert_user_error
+from tests.helpers.records import copy_with_records, sidecar_payload
 
 SMALL = ["--members", "12", "--words", "40", "--prompt-words", "20", "--bootstrap-resamples", "50",
          "--k-percents", "20"]
@@ -146,19 +145,16 @@ def test_training_on_members_is_detected_and_on_non_members_reversed(tmp_path, q
     [path] = (tmp_path / "run").glob("*.json")
     assert results["records_file"] and (path.parent / results["records_file"]).is_file() and entry["records_sha256"]
     verify_file(path)
-    payload = json.loads(gzip.decompress((path.parent / results["records_file"]).read_bytes()))
+    payload = sidecar_payload(path)
     records = payload["tasks"]["finetune_memorization"]["records"]
     edited = copy.deepcopy(payload)
     member = next(t["id"] for t in records["texts"] if t["label"] == 1)
     reading = next(r for r in edited["tasks"]["finetune_memorization"]["records"]["readings"]
                    if r["id"] == f"members@1/{member}")
     reading["argmax_hits"] = 0 if reading["argmax_hits"] else reading["tokens"]
-    (tmp_path / "edited").mkdir()
-    shutil.copy(path, tmp_path / "edited" / path.name)
-    (tmp_path / "edited" / results["records_file"]).write_bytes(gzip.compress(json.dumps(edited).encode()))
     with pytest.raises(UserError, match=r"exact_memorization\{epoch=1,group=members,trained_on=members\}.*do not "
                                         "follow from its records"):
-        verify_file(tmp_path / "edited" / path.name)
+        verify_file(copy_with_records(path, edited, tmp_path / "edited"))
     # records the scoring stage cannot have made fail with one line naming the record
     config = FinetuneMemorizationConfig.model_validate(entry["config"])
     first = f"members@0/{records['texts'][0]['id']}"

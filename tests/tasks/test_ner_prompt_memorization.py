@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import gzip
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from tasks.ner_prompt_memorization import strategies as st
 from tasks.ner_prompt_memorization.entities import entity_label_set
 from tasks.ner_prompt_memorization.task import NerConfig, NerPromptMemorization, entity_labels
 from tests.conftest import assert_user_error
+from tests.helpers.records import copy_with_records, sidecar_payload
 from tests.helpers.shipped_builds import shipped_build
 from tests.helpers.tiny_models import TINY_SENTENCES, save_tiny_ner
 
@@ -291,18 +290,15 @@ def test_paper_layout_file_runs_every_strategy_and_analysis(tmp_path, tiny_ner, 
     sidecar = path.parent / json.loads(path.read_text())["records_file"]
     assert sidecar.is_file() and entry["records_sha256"] and entry["report_version"] == 1
     verify_file(path)
-    payload = json.loads(gzip.decompress(sidecar.read_bytes()))
+    payload = sidecar_payload(path)
     records = payload["tasks"]["ner_prompt_memorization"]["records"]
     edited = copy.deepcopy(payload)
     [no_prompt] = [b for b in edited["tasks"]["ner_prompt_memorization"]["records"]["baselines"] if b["id"] == "no_prompt"]
     high = float(metric(entry, "m_mem", strategy="no_prompt") == 0)  # every pair reversed: M-MEM 0 (1 where it was 0)
     no_prompt["confidences"].update({**{n: high for n in records["names"]["test_in"]},
                                      **{n: 1 - high for n in records["names"]["test_out"]}})
-    (tmp_path / "edited").mkdir()
-    shutil.copy(path, tmp_path / "edited" / path.name)
-    (tmp_path / "edited" / sidecar.name).write_bytes(gzip.compress(json.dumps(edited).encode()))
     with pytest.raises(UserError, match=r"m_mem\{strategy=no_prompt\}.*do not follow from its records"):
-        verify_file(tmp_path / "edited" / path.name)
+        verify_file(copy_with_records(path, edited, tmp_path / "edited"))
     # records the scoring stage cannot have made fail with one line naming the record
     config, name = NerConfig.model_validate(entry["config"]), records["names"]["test_in"][0]
     start = records["pte_best"][0]

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import re
-import shutil
 import string
 
 import numpy as np
@@ -24,6 +22,7 @@ from harness.training import callbacks as training_callbacks
 from tasks.privacy_extraction import formats
 from tasks.privacy_extraction.data import PRIVACY_FIELDS, URL_PREFIX, memorization_secrets, privacy_secrets
 from tests.conftest import assert_user_error
+from tests.helpers.records import copy_with_records, sidecar_payload
 
 # ---------------------------------------------------------------- data and formats
 
@@ -441,7 +440,7 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     results = json.loads(path.read_text())
     assert (tmp_path / "dp" / results["records_file"]).is_file() and entry["records_sha256"]
     verify_file(path)
-    payload = json.loads(gzip.decompress((tmp_path / "dp" / results["records_file"]).read_bytes()))
+    payload = sidecar_payload(path)
     records = payload["tasks"]["privacy_extraction"]["records"]
     edited = copy.deepcopy(payload)
     readings = edited["tasks"]["privacy_extraction"]["records"]["readings"]
@@ -449,12 +448,9 @@ def test_dp_fine_tuning_with_the_one_run_audit_records_claim_canaries_and_bounds
     secret = records["secrets"][0]  # mem45-00, seen once: after the epoch its output is now the secret (or not)
     assert secret["group"] == "memorization-45" and secret["times"] == 1
     reading["outputs"][0] = secret["secret"] if reading["outputs"][0].strip() != secret["secret"] else ""
-    (tmp_path / "edited").mkdir()
-    shutil.copy(path, tmp_path / "edited" / path.name)
-    (tmp_path / "edited" / results["records_file"]).write_bytes(gzip.compress(json.dumps(edited).encode()))
     with pytest.raises(UserError, match=r"(subset_score|exact_match)\{epoch=1,group=memorization-45,times=1\}.*"
                                         "do not follow from its records"):
-        verify_file(tmp_path / "edited" / path.name)
+        verify_file(copy_with_records(path, edited, tmp_path / "edited"))
     # records the scoring stage cannot have made fail with one line naming the record
     from tasks.privacy_extraction.task import PrivacyConfig, PrivacyExtraction
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gzip
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +31,7 @@ from tasks.probe_memorization.data import (
 )
 from tasks.probe_memorization.probes import Fit, run_fits
 from tasks.probe_memorization.task import ProbeMemorization, ProbeMemorizationConfig
+from tests.helpers.records import copy_with_records, sidecar_payload
 
 TASK = "probe_memorization"
 EWT = Path(__file__).resolve().parents[3] / "shared" / "data" / "ud_english_ewt"
@@ -354,18 +353,15 @@ def test_evaluate_writes_a_results_file(capsys, out, minilm):
     results = load_results(path)
     assert results.records_file and (path.parent / results.records_file).is_file() and entry.records_sha256
     verify_file(path)
-    payload = json.loads(gzip.decompress((path.parent / results.records_file).read_bytes()))
+    payload = sidecar_payload(path)
     records = payload["tasks"][TASK]["records"]
     edited = copy.deepcopy(payload)
     fit = next(f for f in edited["tasks"][TASK]["records"]["fits"] if f["id"] == "contextual/linear/all/0")
     gold = records["tokens"]["labels"][0]
     fit["predicted"][0] = gold if fit["predicted"][0] != gold else (gold + 1) % len(records["tags"])
-    (out / "edited").mkdir()
-    shutil.copy(path, out / "edited" / path.name)
-    (out / "edited" / results.records_file).write_bytes(gzip.compress(json.dumps(edited).encode()))
     with pytest.raises(UserError, match=r"\{probe=linear,representation=contextual,train_size=all\}.*do not follow "
                                         "from its records"):
-        verify_file(out / "edited" / path.name)
+        verify_file(copy_with_records(path, edited, out / "edited"))
     # records the scoring stage cannot have made fail with one line naming the record
     config = ProbeMemorizationConfig.model_validate(entry.config)
     for edit, needle in [

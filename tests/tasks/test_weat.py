@@ -4,11 +4,9 @@ package on the same vectors and word sets, the built-in lists, and the CLI contr
 from __future__ import annotations
 
 import copy
-import gzip
 import importlib
 import itertools
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from tasks.weat.data import load_weat
 from tasks.weat.report import weat_test_result
 from tasks.weat.task import Weat, WeatConfig, associations, word_vectors
 from tests.conftest import assert_user_error
+from tests.helpers.records import copy_with_records, sidecar_payload
 
 # The WEFE package (Badilla et al. 2020), read from its pinned wheel: its metadata pins numpy<=1.26,
 # so it is not installed; its own imports (gensim, semantic_version, pandas) are test dependencies.
@@ -199,15 +198,12 @@ def test_evaluate_writes_per_test_and_summary_metrics(tiny_lm, tmp_path, capsys)
     # the numbers follow from the records in the sidecar (`membench verify`), and an edited record shows
     assert (out / results["records_file"]).is_file() and entry["records_sha256"]
     verify_file(path)
-    payload = json.loads(gzip.decompress((out / results["records_file"]).read_bytes()))
+    payload = sidecar_payload(path)
     records = payload["tasks"]["weat"]["records"]
     edited = copy.deepcopy(payload)
     next(r for r in edited["tasks"]["weat"]["records"]["associations"] if r["id"] == "static/weat6")["x"][0] += 0.5
-    (tmp_path / "edited").mkdir()
-    shutil.copy(path, tmp_path / "edited" / path.name)
-    (tmp_path / "edited" / results["records_file"]).write_bytes(gzip.compress(json.dumps(edited).encode()))
     with pytest.raises(UserError, match=r"effect_size\{representation=static,test=weat6\}.*do not follow from its records"):
-        verify_file(tmp_path / "edited" / path.name)
+        verify_file(copy_with_records(path, edited, tmp_path / "edited"))
     # records the scoring stage cannot have made fail with one line naming the record
     config = WeatConfig.model_validate(entry["config"])
     for edit, needle in [
