@@ -17,9 +17,13 @@ reference checkpoints, in one run.
   trained reference masked LM: mean |d| over all tests, static and contextual.
 
 Each run is `membench evaluate --reproducible --no-cache` of the shipped weights, from a pinned bench
-process (so the record names the kernels they ran on).
+process (so the record names the kernels they ran on). `--tasks` runs some of the tasks, one record per
+paper:
 
-    python bench/bench_paper_presets.py --output bench/results/bench_paper_presets.json
+    python bench/bench_paper_presets.py --tasks paywall_memorization,mink_membership \
+        --output bench/results/bench_paper_presets--ishihara.json
+    python bench/bench_paper_presets.py --tasks probe_memorization --output bench/results/bench_paper_presets--probe.json
+    python bench/bench_paper_presets.py --tasks weat --output bench/results/bench_paper_presets--weat.json
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ PAYWALL = {"xsum-gpt2-e01": ("xsum-gpt2", ["--data", "reference"]),
            "ja-gpt2-e30": ("ja-gpt2", ["--data", "reference:ja", "--language", "ja"])}
 MINK = {name: (build, [*flags, "--attacks", "loss,zlib,min_k,min_k_pp"]) for name, (build, flags) in PAYWALL.items()}
 WEAT = {"mlm-bert-e05": "mlm-bert"}
+TASKS = ("paywall_memorization", "mink_membership", "probe_memorization", "weat")
 EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
 PROBE = ["--train", str(EWT / "en_ewt-ud-dev.conllu"), "--eval", str(EWT / "en_ewt-ud-test.conllu"),
          "--repetitions", "3", "--train-sizes", "100,1000,all"]
@@ -87,20 +92,28 @@ def weat_summary(entry: dict) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help=f"comma-separated tasks to run (default: all of {', '.join(TASKS)})")
     add_output_flag(parser)
     args = parser.parse_args()
+    tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown or not tasks:
+        print(f"error: --tasks takes names among {', '.join(TASKS)}; got {args.tasks!r}", file=sys.stderr)
+        return 2
     status = rerun_pinned()  # the record names the kernels its evaluations ran on
     if status is not None:
         return status
     from harness.reference.pretrained import minilm_folder
 
-    report: dict = {"paywall_memorization": {}, "mink_membership": {}, "probe_memorization": {}, "weat": {}}
+    report: dict = {task: {} for task in tasks}
     runs = [("paywall_memorization", name, shipped(build, name), [*flags, "--near-verbatim-beam", "0"], paywall_summary)
             for name, (build, flags) in PAYWALL.items()]
     runs += [("mink_membership", name, shipped(build, name), flags, mink_summary) for name, (build, flags) in MINK.items()]
     runs += [("weat", name, shipped(build, name), [], weat_summary) for name, build in WEAT.items()]
     runs.append(("weat", "all-MiniLM-L6-v2", minilm_folder(), [], weat_summary))
     runs.append(("probe_memorization", "all-MiniLM-L6-v2", minilm_folder(), PROBE, probe_summary))
+    runs = [run for run in runs if run[0] in report]
     with tempfile.TemporaryDirectory(prefix="bench-presets-") as tmp:
         for task, name, folder, flags, summarize in runs:
             found = {}
