@@ -1,5 +1,6 @@
-"""Ishihara & Takahashi's headline comparisons on known truth: memorization against duplication
-(epochs), model size and prompt length, on reference GPT-2s this bench builds.
+"""Memorization against duplication (epochs), model size and prompt length, on known truth: reference
+GPT-2s this bench builds. Ishihara & Takahashi compared epochs and prompt lengths on their one 0.1B
+newspaper GPT-2, and sizes only among general Japanese GPT-2s; size on one corpus is membench's question.
 
 For each size (`--sizes`, layers x width; the reference build is 2x128) a GPT-2 is trained on the
 English reference corpus's 200 members (`harness.reference.build`, the reference recipe otherwise:

@@ -9,7 +9,9 @@ embedding matrix excluded). The chosen tensors are ranked together, as
 `L1Unstructured.compute_mask` on their concatenation): the S share with the smallest |w| over the
 whole model is set to zero, in place (tied weights stay tied). The measured sparsities are written
 into the checkpoint's config as `membench_pruning`, and the checkpoint is saved as safetensors with
-its tokenizer.
+its tokenizer. Nothing is trained: Yoon & Lee pre-trained their pruned T5s again for 4 epochs (on BookCorpus) before
+scoring them, since "naively scoring over pruned models result in bad LM scores"; `membench prune` has no such step
+(the reference `t5-ref-sparse70` gets its 125 steps of sparse pre-training from `harness.reference.t5_build`).
 
 `ZeroMasks`: which weights of a model are zero; `restore()` sets them to zero again after an
 optimizer step, so that fine-tuning a pruned model trains only its kept weights (sparse fine-tuning).

@@ -12,7 +12,8 @@ be shared with the loaded model: `shared_weights_copy`); the evaluation runs on 
 adapter unmerged (W·x + (alpha / r)·B·A·x), so shared weights are never written.
 With `keep_zeros` (full fine-tuning of a pruned model) the weights that are zero when training starts are
 set to zero again after every optimizer step (`harness.model.prune.ZeroMasks`): only the kept weights
-train, and the model is as sparse after fine-tuning as before (Yoon & Lee fine-tune their pruned T5s so).
+train, and the model is as sparse after fine-tuning as before (sparse fine-tuning; Yoon & Lee do not say
+whether their fine-tuning kept the pruned weights at zero).
 With `dp` the training is DP-SGD instead (`harness.training.dp`: Poisson batches, per-row clipping and noise,
 opacus), full or LoRA alike; the evaluations after chosen epochs are the same.
 """

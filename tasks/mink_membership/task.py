@@ -8,7 +8,7 @@ non-members measured by ROC AUC and TPR at low FPR. Definitions: README.md besid
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
@@ -45,9 +45,14 @@ DI_PERMUTATIONS = 39
 # the headline's k of Min-K% and Min-K%++, declared before seeing data; the seed paper's (Ishihara & Takahashi
 # 2024) is 10: "k = 20 did not show sufficient performance"
 HEADLINE_K = 20
-# the seed paper's conditions (`--preset paper`): its k, and prefix lengths within the 250 words each
-# member of the reference corpora was trained on (`harness.reference.train.TrainSettings.max_words_per_document`)
+# the seed paper's conditions (`--preset paper`): its k (§5.2) and its prefix lengths. The paper cut its articles
+# to 32, 64, 128, 256 and 512 words (§5.1), all trained whole. The English reference members were trained on
+# their first 250 words only (`harness.reference.train.TrainConfig.max_words_per_document`), so in English paper
+# mode stops at 128 words, where every prefix lies in trained text; the Japanese members were trained whole
+# (`harness.reference.build.reference_builds`: up to 512 words, none cut to the context), so under
+# `--language ja` it keeps the paper's five lengths (`PAPER_LENGTHS_JA`)
 PAPER_SETTINGS = {"headline_k": 10, "lengths": (32, 64, 128)}
+PAPER_LENGTHS_JA = (32, 64, 128, 256, 512)
 
 
 class MinkConfig(PaperPreset, DatasetInferenceConfig):
@@ -129,6 +134,16 @@ class MinkConfig(PaperPreset, DatasetInferenceConfig):
         None, min_length=1, description="lengths L at which ref, ne, recall, dc_pdd and gradnorm run (default: "
         "every --lengths); ne scores N + 1 texts per text, gradnorm one backward pass per text")
 
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_settings(cls, data: Any) -> Any:
+        """`PaperPreset`'s (the paper's settings where not given), with the paper's five prefix lengths
+        (`PAPER_LENGTHS_JA`) under `--language ja`: replaces the base class's validator of the same name."""
+        if isinstance(data, dict) and data.get("preset") == "paper":
+            paper = {**cls.PAPER, **({"lengths": PAPER_LENGTHS_JA} if data.get("language") == "ja" else {})}
+            return {**paper, **data}
+        return data
 
     @model_validator(mode="after")
     def _headline_k_in_sweep(self) -> "MinkConfig":

@@ -58,8 +58,8 @@ def zipped_successes(conf_in: np.ndarray, conf_out: np.ndarray) -> np.ndarray:
     min(n_in, n_out) names of each side (rows of the inputs: prompts; columns: names).
 
     Each block is one zipped pair (the i-th in-train name, the i-th out-train name), as in Xia et
-    al.'s significance test, so no name is in two blocks and the blocks are independent; a tie is
-    no success. (All n_in x n_out pairs would share names between blocks.)"""
+    al.'s notebook (`src/data_analysis.ipynb`), so no name is in two blocks and the blocks are
+    independent; a tie is no success. (All n_in x n_out pairs would share names between blocks.)"""
     n = min(conf_in.shape[1], conf_out.shape[1])
     return (conf_in[:, :n] > conf_out[:, :n]).T
 

@@ -41,7 +41,7 @@ class NerConfig(PaperPreset, TaskConfig):
     entity_type: Literal["PER", "LOC", "ORG", "MISC"] = Field(
         "PER", description="entity type of the names: PER, LOC, ORG or MISC; confidence = the max of P over "
         "the type's labels (BIO: max P(B-X), P(I-X); IO, IOBES, BILOU: all of X's labels)")
-    # The paper draws in-train and out-train names from one source of names, so their words overlap
+    # The paper samples in-train and out-train names from one source (Wikidata), so their words can overlap
     # (the card's "Departures from the paper")
     PAPER = {"names": SHARED_NAMES}
 

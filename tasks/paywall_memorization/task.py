@@ -46,7 +46,9 @@ SENTENCE_BUDGET_FACTOR = 2
 class PaywallSettings(PaperPreset, TaskConfig):
     """The paper preset, the task's data, bins and where a generation ends."""
 
-    # Ishihara & Takahashi generate until the first sentence ends (the card's "Departures from the paper")
+    # Ishihara & Takahashi's reference is the private part up to the end of its first sentence (§4.1), and the
+    # generations they print (Tables 3 and 5) are one sentence each; the paper does not state where a generation
+    # stops, so paper mode cuts it where its first sentence ends (the card's "Departures from the paper")
     PAPER = {"generation_end": "sentence"}
 
     data: str = Field("reference", description="JSONL ({id, public, private} or {id, text}, optional label) "
@@ -59,7 +61,7 @@ class PaywallSettings(PaperPreset, TaskConfig):
     generation_end: Literal["budget", "sentence"] = Field(
         "budget", description="budget: greedy generation of as many tokens as the reference has, compared whole; "
         f"sentence: up to {SENTENCE_BUDGET_FACTOR}x that many, cut where its first sentence ends (the rule that cuts "
-        "the reference: pysbd, or 。！？ in Japanese), as Ishihara & Takahashi generate")
+        "the reference: pysbd, or 。！？ in Japanese), as Ishihara & Takahashi's printed generations end")
 
 
 class PaywallConfig(ExtractionConfig, PaywallSettings):

@@ -91,9 +91,10 @@ class PrivacyConfig(PaperPreset, ExtractionConfig, FinetuneMethodConfig):
         "mechanism's claim where the text canaries show nothing (LoRA). 0, the default: none"))
     sparse_finetuning: Literal["auto", "keep-zeros", "all-weights"] = Field(
         "auto", description="keep-zeros: the weights zero at the start stay zero through fine-tuning (sparse "
-        "fine-tuning, as Yoon & Lee fine-tune their pruned T5s; full fine-tuning only); all-weights: every weight "
-        "trains; auto: keep-zeros for a checkpoint `membench prune` made (its config records membench_pruning) "
-        "and full fine-tuning, all-weights otherwise")
+        "fine-tuning; full fine-tuning only; Yoon & Lee do not say whether theirs kept the pruned weights at zero); "
+        "all-weights: every weight trains; auto: keep-zeros for a checkpoint `membench prune` made (its config "
+        "records membench_pruning, as the shipped t5-ref-sparse70's does) and full fine-tuning, all-weights "
+        "otherwise (a checkpoint pruned by another tool needs keep-zeros)")
 
     def fields_left_out(self) -> tuple[str, ...]:
         """Without an audit its settings stay out of the dump (results from before it keep their hash)."""

@@ -38,15 +38,21 @@ def sentence_tokens(offsets: np.ndarray, sentences: np.ndarray) -> np.ndarray:
     return np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in sentences])
 
 
-def seen_unseen_types(seen_types: np.ndarray, unseen_types: np.ndarray, n_types: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def seen_unseen_types(seen_types: np.ndarray, unseen_types: np.ndarray, n_types: int,
+                      excluded: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Boolean masks over word types: seen = in the seen half and not the unseen half; unseen =
-    in the unseen half and not the seen half. Types in both halves or in neither are in neither mask."""
+    in the unseen half and not the seen half. Types in both halves or in neither are in neither mask,
+    and so are the types of `excluded` (word type ids: the tuning set's words, which Rosa et al.'s
+    footnote 2 removes: "We also need to remove words that are part of the development set if one is
+    used for training the probing classifier")."""
     in_seen = np.zeros(n_types, dtype=bool)
     in_unseen = np.zeros(n_types, dtype=bool)
     in_seen[seen_types] = True
     in_unseen[unseen_types] = True
-    return in_seen & ~in_unseen, in_unseen & ~in_seen
+    allowed = np.ones(n_types, dtype=bool)
+    if excluded is not None:
+        allowed[excluded] = False
+    return in_seen & ~in_unseen & allowed, in_unseen & ~in_seen & allowed
 
 
 def control_labels(pool_tags: np.ndarray, n_types: int, n_tags: int, seed: int) -> np.ndarray:

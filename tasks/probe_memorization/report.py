@@ -9,11 +9,13 @@ Records (`ProbeMemorization.score`; tags and word types as ids, evaluation token
                 "control": [control label per evaluation token] or null (--control false)},
      "counts": {pool_sentences, pool_tokens, eval_sentences, word_types, and with --word-units whole
                 multi_subword_pool_tokens, multi_subword_eval_tokens, with --tuning-sentences
-                tuning_sentences, tuning_tokens},
+                tuning_sentences, tuning_tokens, tuning_word_types (the word types of the tuning
+                sentences) and tuning_eval_tokens (the evaluation tokens of those types)},
      "train_sizes": [{"label": "50" | "all", "sentences": N}, ...],   # the usable sizes, in order
      "splits": [{"id": "<size>/<repetition>", "train_size", "repetition", "train_tokens",
                  "seen_types": [...], "unseen_types": [...]}],  # the evaluation tokens' word types that
                                                                 # are seen-only / unseen-only in the split
+                                                                # (none of the tuning sentences' types)
      "fits": [{"id": "<representation>/<probe>/<size>/<repetition>", "representation", "probe",
                "train_size", "repetition", "predicted": [tag id per evaluation token],
                "control_predicted": [...] or null}],
@@ -36,7 +38,7 @@ from tasks.probe_memorization import method
 
 COUNTS = ("pool_sentences", "pool_tokens", "eval_sentences", "word_types")
 WHOLE_COUNTS = ("multi_subword_pool_tokens", "multi_subword_eval_tokens")
-TUNING_COUNTS = ("tuning_sentences", "tuning_tokens")
+TUNING_COUNTS = ("tuning_sentences", "tuning_tokens", "tuning_word_types", "tuning_eval_tokens")
 FACTS = ("data_source", "tagset", "skipped_train_sizes", "layer_index", "tuning", "timings")
 # the timing fields in the order the scoring stage writes them (the records keep keys sorted)
 EXTRACTION_FIELDS = ("seconds", "distinct_sentences", "subword_tokens", "words", "tokens_per_s", "words_per_s")

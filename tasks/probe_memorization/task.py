@@ -92,7 +92,7 @@ def _rate(count: int, seconds: float) -> float | None:
 @register
 class ProbeMemorization(Task):
     NAME = "probe_memorization"
-    VERSION = 3
+    VERSION = 4
     DESCRIPTION = "Word-level POS probe: accuracy on seen minus unseen word types (memorization), and selectivity"
     MODEL_KINDS = WORD_VECTOR_KINDS
     HEADLINE = Headline(metric="memorization_effect",
@@ -145,6 +145,10 @@ class ProbeMemorization(Task):
             found = method.sentence_tokens(offsets, pool_sentences)
             return found[kept[found]]
 
+        # Rosa et al.'s footnote 2: the words of the tuning sentences (every word, kept or not) count as
+        # neither seen nor unseen; none without a tuning set
+        tuning_types = np.unique(types[method.sentence_tokens(offsets, held_out)])
+
         control = (method.control_labels(labels[tokens_of(drawn)], len(type_id), len(tag_names), context.seed)[types]
                    if config.control else None)
         workers = torch.get_num_threads()  # processes of one thread each (`probes.run_fits`)
@@ -157,7 +161,7 @@ class ProbeMemorization(Task):
                 split = method.draw_split(len(drawn), size, context.seed, repetition)
                 train_tokens = tokens_of(drawn[split.seen])
                 seen_types, unseen_types = method.seen_unseen_types(
-                    types[train_tokens], types[tokens_of(drawn[split.unseen])], len(type_id))
+                    types[train_tokens], types[tokens_of(drawn[split.unseen])], len(type_id), tuning_types)
                 # the masks over the evaluation tokens, as the evaluation tokens' types in each
                 splits.append({"id": f"{label}/{repetition}", "train_size": label, "repetition": repetition,
                                "train_tokens": int(len(train_tokens)),
@@ -189,8 +193,10 @@ class ProbeMemorization(Task):
         if config.word_units == "whole":  # the tokens left out: words of more than one subword token
             counts |= {"multi_subword_pool_tokens": int((~kept[:n_pool_tokens]).sum()),
                        "multi_subword_eval_tokens": int((~kept[n_pool_tokens:]).sum())}
-        if config.tuning_sentences:
-            counts |= {"tuning_sentences": len(held_out), "tuning_tokens": len(tokens_of(held_out))}
+        if config.tuning_sentences:  # the tuning set, and the evaluation tokens its words take out of seen/unseen
+            counts |= {"tuning_sentences": len(held_out), "tuning_tokens": len(tokens_of(held_out)),
+                       "tuning_word_types": len(tuning_types),
+                       "tuning_eval_tokens": int(np.isin(eval_types, tuning_types).sum())}
         timings = {
             "extraction": extraction,
             # seconds: the sum of the fits' own times (they run side by side in `workers` processes)

@@ -1,8 +1,8 @@
 """Task `weat`: Word Embedding Association Tests on a model's static and contextual word vectors.
 
 Caliskan, Bryson & Narayanan 2017 (WEAT 1-10), with contextual vectors from template sentences as
-in SEAT (May et al. 2019); the seed (Yoon & Lee) summarizes mean |d| over race and gender tests.
-Definitions: README.md beside this file.
+in SEAT (May et al. 2019); the seed (Yoon & Lee) runs seven of them (`PAPER_TESTS`) and averages them
+over race tests, gender tests and all seven (its Table 7). Definitions: README.md beside this file.
 """
 
 from __future__ import annotations
@@ -26,14 +26,24 @@ from tasks.weat.report import report
 TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.", "{} is here.", "{} is there.")
 
 
+# The seed's seven tests (Yoon & Lee, Table 7 and appendix A.6, Table 8), in Caliskan et al.'s numbering:
+# flowers/insects (WEAT 1) and instruments/weapons (2) x pleasant/unpleasant; European vs African American
+# names x pleasant/unpleasant, with two name lists (3, 4: its "race-related" average); male/female names x
+# career/family, math/arts and science/arts x male/female terms (6, 7, 8: its "gender-related" average). The
+# groups of `weat_tests.json` are the seed's for these seven, so mean |d| per group of a run of these tests is
+# its Table 7 grouping: race = WEAT 3, 4; gender = WEAT 6, 7, 8; all = its "Average" over the seven.
+PAPER_TESTS = ("weat1", "weat2", "weat3", "weat4", "weat6", "weat7", "weat8")
+
+
 class WeatConfig(PaperPreset, TaskConfig):
-    # The seed's d (Yoon & Lee cite code that divides by the population std) and its per-word static vectors
-    # (every run's `static` representation) in the headline (the card's "Departures from the paper")
-    PAPER = {"effect_size_std": "population", "headline_representation": "static"}
+    # The seed's seven tests, its d (Yoon & Lee cite code that divides by the population std) and its per-word
+    # static vectors (every run's `static` representation) in the headline (the card's "Departures from the paper")
+    PAPER = {"tests": PAPER_TESTS, "effect_size_std": "population", "headline_representation": "static"}
 
     weat_tests: str | None = Field(None, description="JSON file of tests in the built-in format "
                                    "(default: WEAT 1-10 of Caliskan et al. 2017)")
-    tests: tuple[str, ...] = Field((), description="test ids to run (default: all in the file)")
+    tests: tuple[str, ...] = Field((), description="test ids to run (default: all in the file; --preset paper: "
+                                   "the seed's seven, " + ",".join(PAPER_TESTS) + ")")
     representations: tuple[Literal["static", "contextual"], ...] = Field(
         ("static", "contextual"), min_length=1, description="static: input embeddings; contextual: hidden states")
     layer: int = Field(-1, description="hidden-state layer of contextual vectors (0 = embeddings, -1 = last)")
@@ -103,7 +113,7 @@ class Weat(Task):
                     for rep in ("static", "contextual") for group in ("all", "race", "gender"))
     Config = WeatConfig
     # read by the report only (d's std, the permutation test) or by `headlines` (the board's headline);
-    # `preset` sets only such fields (PAPER), and every field it sets is in the key as set
+    # `preset` itself changes no record: every field it sets (PAPER) is one of these or is in the key as set (`tests`)
     REPORT_ONLY = frozenset({"effect_size_std", "max_exact_partitions", "permutation_samples",
                              "headline_representation", "preset"})
 

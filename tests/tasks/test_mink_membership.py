@@ -103,6 +103,20 @@ def test_lm_eval_export_refuses_first_token_skip():
         export(MinkMembership(), None, MinkConfig(first_token="skip"), None, None)
 
 
+def test_the_japanese_paper_preset_keeps_the_paper_s_five_lengths():
+    """Under --language ja the paper mode scores the paper's 32 ... 512 words (§5.1): the Japanese members were
+    trained whole. English keeps 32, 64 and 128; lengths given explicitly win in both."""
+    from harness.run.runner import changed_settings
+    from tasks.mink_membership.task import MinkConfig
+
+    japanese = MinkConfig(preset="paper", language="ja")
+    assert (japanese.headline_k, japanese.lengths) == (10, (32, 64, 128, 256, 512))
+    assert changed_settings(japanese) == ["headline_k", "language", "preset"]  # the paper's lengths are the default's
+    assert MinkConfig(preset="paper", language="en").lengths == (32, 64, 128)
+    assert MinkConfig(preset="paper", language="ja", lengths=(64, 256)).lengths == (64, 256)
+    assert MinkConfig(language="ja").lengths == MinkConfig().lengths and MinkConfig(language="ja").headline_k == 20
+
+
 def test_the_paper_preset_puts_k_10_in_the_headline_and_keeps_members_within_their_trained_words(
         tiny_lm, tmp_path, capsys):
     from conftest import assert_user_error

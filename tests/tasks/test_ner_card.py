@@ -15,10 +15,11 @@ from collections import Counter
 import numpy as np
 
 from harness.app.parser import JOB_BATCH_SIZE
+from harness.core.records import read_sidecar
 from harness.reference.build import read_manifest
 from harness.reference.ner_build import NerBuildConfig
 from tasks.ner_prompt_memorization import prompts as P
-from tests.helpers.committed import ROOT, flat, newest_committed, read_card, same, sentence
+from tests.helpers.committed import ROOT, committed_run, flat, newest_committed, read_card, same, sentence
 from tests.helpers.shipped_builds import shipped_build
 
 CARD, TEXT, VERSION = read_card("ner_prompt_memorization")
@@ -122,3 +123,49 @@ def test_the_untrained_model_s_standard_error_is_the_mann_whitney_null_s():
     n_in, n_out = counts["test_in"], counts["test_out"]
     assert int(names) == n_in == n_out
     assert same(error, math.sqrt((n_in + n_out + 1) / (12 * n_in * n_out))), error
+
+
+def test_the_table_s_date_and_machine_are_the_committed_run_s():
+    date, capability = sentence(TEXT, r"Measured by `membench run` on (\d{4}-\d\d-\d\d) \(2 cores of an AMD EPYC, "
+                                      r"(\w+);")
+    for model in ("ner-bert-e06", "ner-bert-e00"):
+        run = committed_run("ner_prompt_memorization", ENTRIES[model])
+        assert run.created_at.date().isoformat() == date, (model, run.created_at)
+        assert run.environment.cpu_capability == capability and run.environment.threads == 2, model
+
+
+def test_the_no_prompt_baseline_is_at_chance_as_the_card_says():
+    """The departure "no masked-LM pretraining": the trained reference model's no-prompt test M-MEM is the
+    committed one and within one Mann-Whitney null standard error of 0.5 (chance)."""
+    (baseline,) = sentence(TEXT, r"its no-prompt test M-MEM is ([\d.]+) \(`ner-bert-e06`, the table above\), chance")
+    measured = value("ner-bert-e06", "m_mem", strategy="no_prompt")
+    assert same(baseline, measured), (baseline, measured)
+    counts = ENTRIES["ner-bert-e06"].counts
+    n_in, n_out = counts["test_in"], counts["test_out"]
+    assert abs(measured - 0.5) < math.sqrt((n_in + n_out + 1) / (12 * n_in * n_out))
+
+
+def test_the_ties_departure_is_the_committed_records_():
+    """The departure "a tie counts 1/2", from the committed records of ner-bert-e06: no tied test pair under
+    any typed prompt or baseline; the pairs with exactly half the votes; EPT majority by membench's rule
+    (the committed metric) and by the paper's (more than half, else 0)."""
+    half, pairs, votes, ours, papers = sentence(
+        TEXT, r"On `ner-bert-e06` \(float64 confidences\) no test pair ties under any typed prompt or baseline; "
+              r"(\d+) of the ([\d,]+) test pairs have exactly half the (\d+) votes, so `ept_majority` is ([\d.]+), "
+              r"([\d.]+) by the paper's rule")
+    entry = ENTRIES["ner-bert-e06"]
+    run = committed_run("ner_prompt_memorization", entry)
+    records = read_sidecar(ROOT / "submissions" / run.records_file)["tasks"]["ner_prompt_memorization"]["records"]
+    names = records["names"]
+
+    def side(rows: list[dict], key: str) -> np.ndarray:
+        return np.array([[row[name] for name in names[key]] for row in rows])
+
+    typed = [p["confidences"] for p in records["prompts"]]
+    every = typed + [b["confidences"] for b in records["baselines"]]
+    assert not np.any(side(every, "test_in")[:, :, None] == side(every, "test_out")[:, None, :])
+    wins = (side(typed, "test_in")[:, :, None] > side(typed, "test_out")[:, None, :]).sum(axis=0)
+    assert int(votes) == len(typed) == entry.counts["typed_prompts"]
+    assert int(pairs.replace(",", "")) == wins.size and int(half) == int(np.sum(2 * wins == len(typed)))
+    assert same(ours, value("ner-bert-e06", "m_mem", strategy="ept_majority"))
+    assert same(papers, float(np.mean(2 * wins > len(typed))))

@@ -1,11 +1,14 @@
 """The paywall_memorization card states only what reproduces: every figure it gives of the reference
 LMs (the controls table and its date, the rise with training, the baseline on its own articles, the
-prompts cut) equals, at the card's rounding, the committed results file of that checkpoint; how many
+prompts cut, the paper-preset table's default column, the Japanese 1-epoch model's generations of commas) equals,
+at the card's rounding, the committed results file of that checkpoint (or its records sidecar); how many
 members' reference sentences the English recipe's cut keeps is recomputed from the data. The seed's
 numbers and the recipe's settings are not measurements of a committed file."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 
 from harness.reference.corpus import reference_corpus
@@ -13,7 +16,7 @@ from harness.reference.train import TrainConfig
 from harness.scoring.text import truncate_words
 from tasks.paywall_memorization.data import load_paywall_data
 from tasks.paywall_memorization.task import PaywallConfig
-from tests.helpers.committed import card_table, committed_run, newest_committed, read_card, same, sentence
+from tests.helpers.committed import ROOT, card_table, committed_run, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("paywall_memorization")
 NUMBER = r"([\d.,]+)"
@@ -99,3 +102,34 @@ def test_the_english_cut_keeps_the_members_reference_sentences():
         held += cut.startswith(start + example.reference)
         started += cut.startswith(start) and len(cut) > len(start)
     assert (held, started, len(trained)) == (int(whole), int(members), int(members))
+
+
+def test_the_paper_preset_table_prints_the_default_runs_as_the_committed_ones():
+    """The default column of "What the paper preset changes" (bench_paper_presets--ishihara, whose figures
+    tests/unit/test_bench_records.py checks) is the committed runs' approximate means, each rounded once from the
+    file's value, and a value the controls table gives too is written the same way there: one value, one way."""
+    _, rows = card_table(CARD, "checkpoint")
+    written = {}
+    for row in rows:
+        model = row[0].strip("`")
+        for cell, group in zip(row[1:3], ("members", "non_members")):
+            default = cell.split(" → ")[0]
+            assert default == f"{value(model, 'approximate_mean', group):.3f}", (model, group, default)
+            written[model, group] = default
+    _, controls = card_table(CARD, "control")
+    japanese = re.fullmatch(rf"{NUMBER} vs {NUMBER} \(\+{NUMBER}\)", controls[2][-1]).groups()
+    assert japanese[:2] == (written["ja-gpt2-e30", "members"], written["ja-gpt2-e30", "non_members"])
+    assert controls[0][-1].startswith(f"{written['xsum-gpt2-e30', 'members']} vs ")
+
+
+def test_the_japanese_one_epoch_generations_of_commas_are_the_committed_run_s():
+    """"generates nothing but commas (`、`) for most articles (the committed run: {} of {})": counted in the
+    records sidecar of the committed ja-gpt2-e01 run."""
+    commas, total = map(int, sentence(TEXT, r"generates nothing but commas \(`、`\) for most articles \(the committed "
+                                            r"run: (\d+) of (\d+)\)"))
+    results = committed_run("paywall_memorization", ENTRIES["ja-gpt2-e01"])
+    payload = json.loads(gzip.decompress((ROOT / "submissions" / results.records_file).read_bytes()))
+    examples = payload["tasks"]["paywall_memorization"]["records"]["examples"]
+    assert (sum(1 for e in examples if e["generation"] and set(e["generation"]) == {"、"}), len(examples)) == (
+        commas, total)
+    assert 2 * commas > total  # "most"

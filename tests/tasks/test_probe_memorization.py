@@ -60,6 +60,11 @@ def test_seen_and_unseen_word_sets_on_a_toy_split():
     eval_ids = np.concatenate(ids[4:])
     assert seen[eval_ids].tolist() == [False, True, False, False, False, True, False, True]
     assert unseen[eval_ids].tolist() == [False, False, False, True, True, False, False, False]
+    # a tuning set's words (Rosa et al.'s footnote 2) are neither, whichever half holds them
+    tuning = np.array([vocabulary["cat"], vocabulary["bird"], vocabulary["dog"]])
+    seen, unseen = method.seen_unseen_types(np.concatenate(ids[:2]), np.concatenate(ids[2:4]), len(vocabulary), tuning)
+    assert {names[i] for i in np.flatnonzero(seen)} == {"sat", "a", "ran"}
+    assert {names[i] for i in np.flatnonzero(unseen)} == {"slept", "one", "flew"}
 
 
 def test_sentence_tokens_and_splits():
@@ -254,7 +259,7 @@ def test_run_encodes_each_sentence_once_and_agrees_with_a_naive_count(monkeypatc
 def test_the_paper_preset_probes_whole_words_with_settings_tuned_on_held_out_sentences(minilm):
     """--preset paper: only words MiniLM keeps as one token are trained on and evaluated, and each probe's
     setting is the grid value best on held-out pool sentences (a quarter of this small pool), which no
-    training size draws."""
+    training size draws; the words of those sentences are neither seen nor unseen (the paper's footnote 2)."""
     from tasks.probe_memorization import tuning
 
     sample = load_conll_sample()
@@ -270,10 +275,20 @@ def test_the_paper_preset_probes_whole_words_with_settings_tuned_on_held_out_sen
     held_out, drawn = tuning.hold_out(len(data.pool), 500, 3)
     assert result.counts["tuning_sentences"] == len(held_out) == 151 // 4 and len(drawn) == 151 - 37
     assert result.counts["tuning_tokens"] == sum(w in whole for i in held_out for w in data.pool[i].words)
+    tuning_words = {w for i in held_out for w in data.pool[i].words}
+    assert result.counts["tuning_word_types"] == len(tuning_words)
+    assert result.counts["tuning_eval_tokens"] == sum(w in whole and w in tuning_words for w in eval_words) > 0
+    excluded = 0
     for record in result.samples:
         size = len(drawn) if record["train_size"] == "all" else int(record["train_size"])
         split = method.draw_split(len(drawn), size, 3, record["repetition"])
         assert record["train_tokens"] == sum(w in whole for i in drawn[split.seen] for w in data.pool[i].words)
+        seen_words = {w for i in drawn[split.seen] for w in data.pool[i].words if w in whole}
+        unseen_words = {w for i in drawn[split.unseen] for w in data.pool[i].words if w in whole}
+        for key, only in (("seen_tokens", seen_words - unseen_words), ("unseen_tokens", unseen_words - seen_words)):
+            assert record[key] == sum(w in whole and w in only - tuning_words for w in eval_words), key
+            excluded += sum(w in whole and w in only & tuning_words for w in eval_words)
+    assert excluded > 0  # the exclusion took some seen-only or unseen-only words out
     tuned = result.info["tuning"]
     for probe, grid in (("linear", tuning.LINEAR_C_GRID), ("mlp", tuning.MLP_EPOCHS_GRID)):
         accuracies = tuned[f"static/{probe}"]["accuracy"]
@@ -328,7 +343,7 @@ def test_evaluate_writes_a_results_file(capsys, out, minilm):
     assert code == 0, capsys.readouterr().err
     path = Path(capsys.readouterr().out.splitlines()[-1])
     entry = load_results(path).task(TASK)
-    assert entry.status == "ok" and entry.version == 3
+    assert entry.status == "ok" and entry.version == ProbeMemorization.VERSION == 4
     assert entry.counts["eval_sentences"] == 25 and entry.counts["pool_sentences"] == 151
     for head in [entry.headline, *entry.summary]:
         metric = next(m for m in entry.metrics

@@ -1,7 +1,8 @@
 """The stereoset card states only what reproduces: the known-truth controls table (the pro twin on the
 other half of the targets from the results file committed beside the card, `measured/`), the
-reference checkpoints' table (LMS / SS / ICAT, domain all), the figures the prose gives of them and
-the examples and targets of each half equal, at the card's rounding, the committed results files.
+reference checkpoints' tables (LMS / SS / ICAT, domain all; the T5s' beside the seed's), the figures
+the prose gives of them and the examples and targets of each half equal, at the card's rounding, the
+committed results files.
 Not checked here: the paper's numbers, and the agreement table (tests/unit/test_bench_records.py)."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import re
 
 from harness.core.results import TaskEntry
-from tests.helpers.committed import ROOT, measured_beside_card, newest_committed, read_card, same, sentence
+from tests.helpers.committed import (ROOT, committed_run, measured_beside_card, newest_committed, read_card, same,
+                                    sentence)
 
 CARD, TEXT, VERSION = read_card("stereoset")
 
@@ -75,7 +77,7 @@ def test_the_controls_table_is_the_committed_one():
 
 def test_the_reference_checkpoints_table_is_the_committed_one():
     rows = table_after("Measured here with v2")
-    assert len(rows) == 4
+    assert len(rows) == 3
     checked = 0
     for label, *cells in rows:
         names = label.split(" / ")
@@ -88,7 +90,22 @@ def test_the_reference_checkpoints_table_is_the_committed_one():
             for column, value in zip(columns, scores(model), strict=True):
                 assert same(column[i], value), (model, column[i], value)
             checked += 1
-    assert checked == 8
+    assert checked == 6
+
+
+def test_the_reference_t5s_row_is_the_committed_one():
+    """"`t5-ref` → `t5-ref-sparse70` | 52.6 → 38.6 | ...": the dense and the sparse reference T5 (every target),
+    from the files of the day and machine the section names (the seed's rows are its Table 6, not checked)."""
+    (day,) = sentence(TEXT, r"the committed files of `membench run`, (\d{4}-\d\d-\d\d), 2-core AMD EPYC, AVX2\)")
+    (row,) = [cells for label, *cells in table_after("## Sparse against dense") if label.startswith("`t5-ref`")]
+    models = ("t5-ref", "t5-ref-sparse70")
+    for model in models:
+        run = committed_run("stereoset", ENTRIES[model])
+        assert run.created_at.date().isoformat() == day and run.environment.cpu_capability == "AVX2", model
+        assert ENTRIES[model].config["targets"] == "all", model
+    for cell, dense, sparse in zip(row, scores(models[0]), scores(models[1]), strict=True):
+        dense_text, sparse_text = cell.split(" → ")
+        assert same(dense_text, dense) and same(sparse_text, sparse), (cell, dense, sparse)
 
 
 def test_the_figures_in_the_prose_are_the_committed_ones():

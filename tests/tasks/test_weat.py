@@ -101,6 +101,30 @@ def test_the_builtin_tests_are_the_papers_ten():
     assert sizes["weat5"] == (16, 16, 8, 8) and sizes["weat9"] == (6, 6, 7, 7)
 
 
+def test_the_paper_preset_runs_the_seeds_seven_tests_in_its_groups():
+    """Yoon & Lee's Table 7: WEAT 1, 2, 3, 4, 6, 7, 8; race = WEAT 3 and 4, gender = WEAT 6, 7, 8, and its
+    Average over all seven: the report's mean |d| per group of a paper-mode run is over exactly those."""
+    config = WeatConfig(preset="paper", representations=("static",), max_exact_partitions=1, permutation_samples=100)
+    assert config.tests == ("weat1", "weat2", "weat3", "weat4", "weat6", "weat7", "weat8")
+    assert WeatConfig(preset="paper", tests=("weat5",)).tests == ("weat5",)  # a given --tests wins
+    tests = load_weat(None, config.tests).tests
+    rng = np.random.default_rng(0)
+    records = {"tests": [{"id": t.test_id, "group": t.group, "x": list(t.x), "y": list(t.y), "a": list(t.a),
+                          "b": list(t.b)} for t in tests],
+               "associations": [{"id": f"static/{t.test_id}", "representation": "static", "test": t.test_id,
+                                 "x": rng.uniform(-0.5, 0.5, len(t.x)).tolist(),
+                                 "y": rng.uniform(-0.5, 0.5, len(t.y)).tolist()} for t in tests],
+               "unknown_words": [], "facts": {"data_source": "built-in"}}
+    metrics = Weat().report(records, config, seed=0).metrics
+    d = {m.tags["test"]: abs(m.value) for m in metrics if m.name == "effect_size"}
+    s = {m.tags["test"]: m.value for m in metrics if m.name == "statistic"}  # s(X, Y, A, B), the seed's metric
+    assert set(d) == set(s) == set(config.tests)
+    for group, members in (("race", ("weat3", "weat4")), ("gender", ("weat6", "weat7", "weat8")),
+                           ("all", config.tests)):
+        (mean,) = [m for m in metrics if m.name == "mean_abs_d" and m.tags["group"] == group]
+        assert mean.n == len(members) and mean.value == pytest.approx(np.mean([d[t] for t in members])), group
+
+
 @pytest.fixture(scope="module")
 def wefe(membench_cache):
     folder = WEFE.fetch()

@@ -107,50 +107,148 @@ def sparsity_row(name: str, label: str) -> Citation:
 
 
 def sparsity_reading(r: dict) -> list[float]:
-    """The privacy card's reading of bench_sparsity: the seeds, each comparison's difference (the card writes its
-    minus sign) and standard error, and the 8-epoch subset score against sparsity."""
+    """The privacy card's reading of bench_sparsity: the seeds, and each comparison's difference (the card writes its
+    minus sign) and standard error; [] unless `small-dense` has the lower loss, as the card says."""
     comparisons = r["comparisons"]
     labels = ("matched size (sparse-70 - dense)", "matched training (sparse-70 - dense-again)",
               "matched parameter count (sparse-70 - small-dense)")
     found = [v for label in labels for v in (-comparisons[label]["subset_score_8"]["difference"],
                                              comparisons[label]["subset_score_8"]["se"])]
-    curve = [r["models"][name]["subset_score_8"]["mean"]
-             for name in ("dense-again", "sparse-30", "sparse-50", "sparse-70", "sparse-90")]
-    return [r["finetune_seeds"], r["finetune_seeds"], *found, *curve]
+    models = r["models"]
+    if models["small-dense"]["last_pretraining_loss"] >= models["sparse-70"]["last_pretraining_loss"]:
+        return []
+    return [r["finetune_seeds"], r["finetune_seeds"], *found]
+
+
+def matched_loss(r: dict) -> list[float]:
+    """The privacy card's comparison at matched loss (bench_sparsity): `sparse-30`'s and `dense-again`'s last
+    pre-training loss and 8-epoch memorization-45 subset score, the difference (its minus sign written by the card),
+    its standard error sqrt(s_a^2 / n + s_b^2 / n) over the n seeds of each side, and n twice."""
+    sparse, dense = r["models"]["sparse-30"], r["models"]["dense-again"]
+    n = r["finetune_seeds"]
+    a, b = sparse["subset_score_8"], dense["subset_score_8"]
+    return [sparse["last_pretraining_loss"], dense["last_pretraining_loss"], a["mean"], b["mean"], b["mean"] - a["mean"],
+            (a["std"] ** 2 / n + b["std"] ** 2 / n) ** 0.5, n, n]
+
+
+PRIVACY_MODES = {"default": "default", "separate": "`--finetunes separate`", "paper": "`--preset paper`"}
+
+
+def presets_privacy_row(model: str, mode: str) -> Citation:
+    """A row of the privacy card's table of the paper mode on the reference T5s (bench_paper_presets--privacy): each
+    fine-tuning's rows per epoch and steps, the memorization-45 subset score at epochs 0, 4 and 8 and its exact match
+    at 8, the unique strings' subset score at 8, leakage epsilon at 4 and 8, the gender field's exact match above the
+    held-out persons' at 8, and the task's seconds."""
+    runs = 1 if mode == "default" else 3
+    rows = " / ".join(["{}"] * runs)
+
+    def values(r: dict) -> list[float]:
+        found = r["privacy_extraction"][model][mode]
+        fine = list(found["finetunings"].values())
+        if len(fine) != runs:
+            return []
+        subset = found["memorization_45_subset_score"]
+        return [*(f["rows_per_epoch"] for f in fine), *(f["steps"] for f in fine),
+                *(subset[e] for e in ("0", "4", "8")), found["memorization_45_exact_match"]["8"],
+                found["unique_subset_score"]["8"], found["epsilon"]["4"], found["epsilon"]["8"],
+                found["exact_match_above_chance_8"]["gender"], found["wall_time_s"]]
+
+    return Citation("tasks/privacy_extraction/README.md", "bench_paper_presets--privacy",
+                    f"| `{model}` | {PRIVACY_MODES[mode]} | {rows} ({rows}) | {{}} / {{}} / {{}} | {{}} | {{}} | {{}} / {{}} "
+                    f"| {{}} | {{}} |", values)
+
+
+ISHIHARA = "bench_paper_presets--ishihara"  # the paywall and mink cards' record of what --preset paper changes
 
 
 def presets_paywall_row(name: str) -> Citation:
-    """A row of the paywall card's table of what --preset paper changes (bench_paper_presets)."""
+    """A row of the paywall card's table of what --preset paper changes (bench_paper_presets--ishihara)."""
     def values(r: dict) -> list[float]:
         runs = r["paywall_memorization"][name]
         counts = runs["paper"]["counts"]
         return [runs[p][f"approximate_mean_{g}"] for g in ("members", "non_members") for p in ("default", "paper")] + [
             counts["generations_without_sentence_end"], counts["members"] + counts["non_members"]]
 
-    return Citation("tasks/paywall_memorization/README.md", "bench_paper_presets",
+    return Citation("tasks/paywall_memorization/README.md", ISHIHARA,
                     f"| `{name}` | {{}} → {{}} | {{}} → {{}} | {{}} of {{}} |", values)
 
 
-def presets_mink_row(name: str) -> Citation:
-    """A row of the mink card's table of what --preset paper changes (bench_paper_presets)."""
-    def values(r: dict) -> list[float]:
-        runs = r["mink_membership"][name]
-        return [runs["default"]["auc_min_k_20_128"], runs["paper"]["auc_min_k_10_128"],
-                runs["default"]["auc_min_k_pp_20_128"], runs["paper"]["auc_min_k_pp_10_128"]]
+MINK_PAPER_LENGTHS = {"en": ["32", "64", "128"], "ja": ["32", "64", "128", "256", "512"]}
 
-    return Citation("tasks/mink_membership/README.md", "bench_paper_presets",
-                    f"| `{name}` | {{}} → {{}} | {{}} → {{}} |", values)
+
+def presets_mink_row(name: str) -> Citation:
+    """A row of the mink card's table of what --preset paper changes (bench_paper_presets--ishihara): Min-K% AUC / TPR
+    at 10% FPR of the default's headline (k = 20, 128 words), then the paper mode's k = 10 at each length: English
+    at 32, 64 and 128 words ("not run" at 256 and 512), Japanese at all five ("no text" at 512, where no text is
+    kept); [] where the paper mode ran other lengths or its AUC at a length is not the default's (the card: "Each
+    mode's AUC at a length is the same number")."""
+    language = "ja" if name.startswith("ja-") else "en"
+
+    def values(r: dict) -> list[float]:
+        default, paper = (r["mink_membership"][name][mode] for mode in ("default", "paper"))
+        found = paper["by_length"]
+        if (list(found) != MINK_PAPER_LENGTHS[language]
+                or any(found[length] != default["by_length"][length] for length in found)):
+            return []
+        run = [length for length in found if found[length]["auc_min_k_10"] is not None]
+        if language == "ja" and (run != MINK_PAPER_LENGTHS["ja"][:4] or found["512"]["members"] != 0):
+            return []
+        head = default["by_length"]["128"]
+        return [head["auc_min_k_20"], head["tpr@0.1fpr_min_k_20"],
+                *(v for length in run for v in (found[length]["auc_min_k_10"], found[length]["tpr@0.1fpr_min_k_10"]))]
+
+    tail = "not run | not run" if language == "en" else "{} / {} | no text"
+    return Citation("tasks/mink_membership/README.md", ISHIHARA,
+                    f"| `{name}` | {{}} / {{}} | {{}} / {{}} | {{}} / {{}} | {{}} / {{}} | {tail} |", values)
+
+
+def presets_mink_reading(r: dict) -> list[float]:
+    """The mink card's reading of its table: the Japanese texts that reach 256 words (members, non-members), when at
+    128 words k = 10 reads higher than k = 20 on xsum-gpt2-e01 and lower on both Japanese models, the paper mode's
+    AUC rises with the length on every model below 1.0 and neither Japanese model is above 0.5 at 32 words."""
+    runs = {name: r["mink_membership"][name] for name in ("xsum-gpt2-e01", "xsum-gpt2-e30", "ja-gpt2-e01", "ja-gpt2-e30")}
+    aucs = {name: [v["auc_min_k_10"] for v in run["paper"]["by_length"].values() if v["auc_min_k_10"] is not None]
+            for name, run in runs.items()}
+    higher = {name: run["default"]["auc_min_k_10_128"] > run["default"]["auc_min_k_20_128"] for name, run in runs.items()}
+    rising = all(a == sorted(a) and len(set(a)) == len(a) for a in aucs.values() if min(a) < 1.0)
+    if not (higher["xsum-gpt2-e01"] and not higher["ja-gpt2-e01"] and not higher["ja-gpt2-e30"] and rising
+            and max(aucs["ja-gpt2-e01"][0], aucs["ja-gpt2-e30"][0]) <= 0.5):
+        return []
+    reach = {runs[name]["paper"]["by_length"]["256"]["members"] for name in ("ja-gpt2-e01", "ja-gpt2-e30")}
+    beyond = {runs[name]["paper"]["by_length"]["256"]["nonmembers"] for name in ("ja-gpt2-e01", "ja-gpt2-e30")}
+    return [*reach, *beyond] if len(reach) == len(beyond) == 1 else []
 
 
 def presets_probe_row(rep: str, probe: str) -> Citation:
-    """A row of the probe card's table of what --preset paper changes (bench_paper_presets)."""
+    """A row of the probe card's table of what --preset paper changes (bench_paper_presets--probe)."""
     def values(r: dict) -> list[float]:
         runs = r["probe_memorization"]["all-MiniLM-L6-v2"]
         return [runs[mode][f"{rep}/{probe}/{size}"]["memorization_effect"]
                 for size in ("100", "1000", "all") for mode in ("default", "paper")]
 
-    return Citation("tasks/probe_memorization/README.md", "bench_paper_presets",
+    return Citation("tasks/probe_memorization/README.md", "bench_paper_presets--probe",
                     f"| {rep} | {probe} | {{}} → {{}} | {{}} → {{}} | {{}} → {{}} |", values)
+
+
+WEAT_PAPER_ROWS = {"t5-ref": "`t5-ref`", "t5-ref-sparse70": "`t5-ref-sparse70`",
+                   "all-MiniLM-L6-v2": "all-MiniLM-L6-v2"}
+WEAT_PAPER_TESTS = ("weat1", "weat2", "weat3", "weat4", "weat6", "weat7", "weat8")
+
+
+def presets_weat_row(model: str, measure: str) -> Citation:
+    """A row of the weat card's --preset paper table (bench_paper_presets--weat): |d| or |s| of the seed's seven
+    tests (static), and for |d| the mean |d| over the race tests, the gender tests and all seven."""
+    def values(r: dict) -> list[float]:
+        run = r["weat"][model]["paper"]
+        assert run["representation"] == "static" and tuple(run["tests"]) == WEAT_PAPER_TESTS
+        found = [abs(run["tests"][t][measure]) for t in WEAT_PAPER_TESTS]
+        if measure == "d":
+            found += [run["mean_abs_d_race"], run["mean_abs_d_gender"], run["mean_abs_d_static"]]
+        return found
+
+    cells = " | ".join(["{}"] * 10) + " |" if measure == "d" else " | ".join(["{}"] * 7) + " | | | |"
+    return Citation("tasks/weat/README.md", "bench_paper_presets--weat",
+                    f"| {WEAT_PAPER_ROWS[model]} \\|{measure}\\| | {cells}", values)
 
 
 def presets_probe_facts(r: dict) -> list[float]:
@@ -160,6 +258,43 @@ def presets_probe_facts(r: dict) -> list[float]:
             counts["multi_subword_eval_tokens"], counts["tuning_sentences"],
             counts["pool_sentences"] - counts["tuning_sentences"], counts["pool_sentences"],
             *(tuned[key]["chosen"] for key in ("static/linear", "contextual/linear", "static/mlp", "contextual/mlp"))]
+
+
+def presets_probe_excluded(r: dict) -> list[float]:
+    """The probe card's paper-mode tuning-set words (neither seen nor unseen) and the seen and unseen evaluation
+    tokens left at 100 sentences and the whole pool, against the default run's; [] where the splits' token counts
+    differ between representations or probes (they share each split)."""
+    runs = r["probe_memorization"]["all-MiniLM-L6-v2"]
+    counts = runs["paper"]["counts"]
+
+    def tokens(mode: str, size: str) -> list[int]:
+        found = {(runs[mode][f"{rep}/{probe}/{size}"]["seen_tokens"], runs[mode][f"{rep}/{probe}/{size}"]["unseen_tokens"])
+                 for rep in ("static", "contextual") for probe in ("linear", "mlp")}
+        return list(found.pop()) if len(found) == 1 else []
+
+    return [counts["tuning_word_types"], counts["tuning_eval_tokens"], counts["repetitions"],
+            *tokens("paper", "100"), *tokens("default", "100"), *tokens("paper", "all"), *tokens("default", "all")]
+
+
+def presets_probe_against_table_1(r: dict) -> list[float]:
+    """The probe card's "Against Table 1", in points: static > contextual with the whole pool (both probes) and for
+    the linear probe at 1,000 sentences; reversed at 100 (both) and for the MLP at 1,000; the largest contextual
+    gap, about four times Table 1's largest (4.4 points, checked against the paper in test_probe_card.py); and the
+    static MLP's gap growing from 1,000 sentences to the whole pool, as three of the four do. [] where one no longer holds."""
+    paper = r["probe_memorization"]["all-MiniLM-L6-v2"]["paper"]
+
+    def gap(rep: str, probe: str, size: str) -> float:
+        return 100 * paper[f"{rep}/{probe}/{size}"]["memorization_effect"]
+
+    pairs = [("linear", "all"), ("mlp", "all"), ("linear", "1000"), ("linear", "100"), ("mlp", "100"), ("mlp", "1000")]
+    found = [(gap("static", probe, size), gap("contextual", probe, size)) for probe, size in pairs]
+    largest = max(gap("contextual", probe, size) for probe in ("linear", "mlp") for size in ("100", "1000", "all"))
+    growing = [(rep, probe) for rep in ("static", "contextual") for probe in ("linear", "mlp")
+               if gap(rep, probe, "all") > gap(rep, probe, "1000")]
+    if (not all(s > c for s, c in found[:3]) or not all(s < c for s, c in found[3:]) or not 4 <= largest / 4.4 < 5
+            or len(growing) != 3 or ("static", "mlp") not in growing):
+        return []
+    return [v for pair in found for v in pair] + [largest, gap("static", "mlp", "1000"), gap("static", "mlp", "all")]
 
 
 def duplication_trends(r: dict) -> list[float]:
@@ -353,9 +488,9 @@ CITATIONS = [
     *(duplication_row(size, label, epoch) for size, label in (("1x64", "1 × 64"), ("2x128", "2 × 128"))
       for epoch in ("0", "1", "5", "15", "30", "60")),
     Citation("tasks/paywall_memorization/README.md", "bench_duplication",
-             "The larger model reproduces far more (eidetic {} against {} at 30 epochs, {} against {} at 60); "
+             "the larger model reproduces far more (eidetic {} against {} at 30 epochs, {} against {} at 60); "
              "Min-K% saturates at 15 epochs for both, and at 5 epochs the smaller model's AUC is the higher ({} "
-             "against {}). - **Prompt length**: does not agree here. The members' approximate mean falls with the "
+             "against {}). - **Prompt length**: the members' approximate mean falls with the "
              "public part's length (2 × 128, 30 epochs: {} for 21-69 words, {} for 69-121, {} for 122-169, {} for "
              "171-200, {} at 200): the public part is min(200, n/2) words, so a short prompt is a short article, "
              "whose continuation the recipe's first 250 words cover whole. Min-K% by prefix length (2 × 128, 5 "
@@ -364,28 +499,75 @@ CITATIONS = [
     # tasks/privacy_extraction/README.md: sparse against dense (issue 62)
     *(sparsity_row(name, label) for name, label in SPARSITY_ROWS.items()),
     Citation("tasks/privacy_extraction/README.md", "bench_sparsity",
-             "`sparse-70` minus the other (standard error over {} + {} seeds): at matched size −{} ({}) against `dense`, "
-             "−{} ({}) against `dense-again`; at matched parameter count −{} ({}) against `small-dense`. It falls with "
-             "sparsity: {} at 0% (`dense-again`), {}, {}, {} and {} at 30, 50, 70 and 90%.",
+             "`sparse-70` minus the other (standard error over {} + {} seeds), is −{} ({}) against `dense` and −{} ({}) "
+             "against `dense-again` at matched size, and −{} ({}) against `small-dense` at matched parameter count, a "
+             "model with the lower loss.",
              sparsity_reading),
+    Citation("tasks/privacy_extraction/README.md", "bench_sparsity",
+             "`sparse-30` pre-trains back to the loss of the dense model given the same 125 extra steps ({} against "
+             "`dense-again`'s {}), yet after 8 epochs its memorization-45 subset score is {} against {}: −{}, standard "
+             "error {} over {} + {} seeds.",
+             matched_loss),
+    # tasks/privacy_extraction/README.md: the paper mode on the reference T5s (issue 79)
+    *(presets_privacy_row(model, mode) for model in ("t5-ref", "t5-ref-sparse70") for mode in PRIVACY_MODES),
+    Citation("tasks/privacy_extraction/README.md", "bench_paper_presets--privacy",
+             "`--finetunes separate` alone lowers the memorization-45 subset score after 8 epochs by {},",
+             lambda r: [r["privacy_extraction"]["t5-ref"]["default"]["memorization_45_subset_score"]["8"]
+                        - r["privacy_extraction"]["t5-ref"]["separate"]["memorization_45_subset_score"]["8"]]),
+    Citation("tasks/privacy_extraction/README.md", "bench_paper_presets--privacy",
+             "at batch {} memorization-45's fine-tuning takes {} steps an epoch",
+             lambda r: [r["privacy_extraction"]["t5-ref"]["paper"]["settings"]["finetune_batch_size"],
+                        *one_value([r["privacy_extraction"][m]["paper"]["finetunings"]["memorization-45"]["steps"] / 8
+                                    for m in ("t5-ref", "t5-ref-sparse70")])]),
+    Citation("tasks/privacy_extraction/README.md", "bench_paper_presets--privacy",
+             "No run reproduces a whole person (PII exact match {} at every epoch of every run)",
+             lambda r: one_value([v for runs in r["privacy_extraction"].values() for run in runs.values()
+                                  for v in run["pii_exact_match"].values()])),
+    Citation("tasks/privacy_extraction/README.md", "bench_paper_presets--privacy",
+             "no field's exact match is above the held-out persons' by {} or more",
+             lambda r: [0.1] if max(v for runs in r["privacy_extraction"].values() for run in runs.values()
+                                    for v in run["exact_match_above_chance_8"].values()) < 0.1 else []),
     # tasks/paywall_memorization/README.md and tasks/weat/README.md: what --preset paper changes
     *(presets_paywall_row(name) for name in ("xsum-gpt2-e01", "xsum-gpt2-e30", "ja-gpt2-e01", "ja-gpt2-e30")),
-    Citation("tasks/paywall_memorization/README.md", "bench_paper_presets",
+    Citation("tasks/paywall_memorization/README.md", ISHIHARA,
              "narrows in both languages (English {} → {}, Japanese {} → {})",
              lambda r: [r["paywall_memorization"][m][p]["approximate_mean_members"]
                         - r["paywall_memorization"][m][p]["approximate_mean_non_members"]
                         for m in ("xsum-gpt2-e30", "ja-gpt2-e30") for p in ("default", "paper")]),
     *(presets_mink_row(name) for name in ("xsum-gpt2-e01", "xsum-gpt2-e30", "ja-gpt2-e01", "ja-gpt2-e30")),
+    Citation("tasks/mink_membership/README.md", ISHIHARA,
+             "At 128 words the paper's k reads higher than k = 20 on the English model after 1 epoch and lower on "
+             "both Japanese ones. In paper mode the AUC rises with the prefix length on every model that is not "
+             "saturated (the seed's \"tended to increase\", §5.2); at 32 words neither Japanese model is above chance. "
+             "The Japanese paper mode scores 256 words ({} members and {} non-members reach them)",
+             presets_mink_reading),
     *(presets_probe_row(rep, probe) for rep in ("static", "contextual") for probe in ("linear", "mlp")),
-    Citation("tasks/probe_memorization/README.md", "bench_paper_presets",
+    Citation("tasks/probe_memorization/README.md", "bench_paper_presets--probe",
              "In the paper mode {} of the {} evaluation tokens are words MiniLM keeps whole ({} left out), {} pool "
              "sentences tune the probes (so \"all\" is {} sentences, against {}), and the tuning chose C = {} "
              "(static) and {} (contextual) for the linear probe, {} (static) and {} (contextual) epochs for the MLP.",
              presets_probe_facts),
-    Citation("tasks/weat/README.md", "bench_paper_presets",
-             "static mean \\|d\\| over all tests {} → {} on all-MiniLM-L6-v2, {} → {} on `mlm-bert-e05`",
-             lambda r: [r["weat"][m][p]["mean_abs_d_static"] for m in ("all-MiniLM-L6-v2", "mlm-bert-e05")
-                        for p in ("default", "paper")]),
+    Citation("tasks/probe_memorization/README.md", "bench_paper_presets--probe",
+             "The tuning sentences hold {} word types, and the {} evaluation tokens of those types count as neither "
+             "seen nor unseen. That leaves few tokens to compare: over the {} repetitions, {} seen and {} unseen at "
+             "100 sentences ({} and {} by default), {} and {} with the whole pool ({} and {}).",
+             presets_probe_excluded),
+    Citation("tasks/probe_memorization/README.md", "bench_paper_presets--probe",
+             "Static > contextual holds with the whole pool for both probes (linear {} vs {}, MLP {} vs {}) and for "
+             "the linear probe at 1,000 sentences ({} vs {}). The order is reversed at 100 sentences for both probes "
+             "(linear {} vs {}, MLP {} vs {}) and at 1,000 for the MLP ({} vs {}). The contextual gaps reach {} "
+             "points, four times Table 1's largest. From 1,000 sentences to the whole pool three of the four gaps "
+             "grow (static MLP {} → {})", presets_probe_against_table_1),
+    *(presets_weat_row(model, measure) for model in WEAT_PAPER_ROWS for measure in ("d", "s")),
+    Citation("tasks/weat/README.md", "bench_paper_presets--weat",
+             "their contextual vectors order them the other way (mean |d| {} for `t5-ref`, {} for `t5-ref-sparse70`)",
+             lambda r: [r["weat"][m]["paper"]["mean_abs_d_contextual"] for m in ("t5-ref", "t5-ref-sparse70")]
+             if r["weat"]["t5-ref"]["paper"]["mean_abs_d_contextual"]
+             > r["weat"]["t5-ref-sparse70"]["paper"]["mean_abs_d_contextual"] else []),
+    Citation("tasks/weat/README.md", "bench_paper_presets--weat",
+             "the largest difference of a test's d between them is {}.",
+             lambda r: [max(abs(r["weat"]["t5-ref"]["paper"]["tests"][t]["d"]
+                                - r["weat"]["t5-ref-sparse70"]["paper"]["tests"][t]["d"]) for t in WEAT_PAPER_TESTS)]),
     # tasks/probe_memorization/README.md: extraction, probe fits and the cached design
     Citation("tasks/probe_memorization/README.md", "bench_probe",
              "the CoNLL sample: {} distinct sentences, {} subword tokens; torch {} threads for extraction",
