@@ -67,6 +67,7 @@ PROBE = ["--train", str(EWT / "en_ewt-ud-dev.conllu"), "--eval", str(EWT / "en_e
          "--repetitions", "3", "--train-sizes", "100,1000,all"]
 PRIVACY = ("t5-ref", "t5-ref-sparse70")  # the shipped reference T5s (build `t5-ref`)
 PRIVACY_SCALE = "2000"  # unique strings and persons of the paper mode (the paper's 10,000: the module docstring)
+PRESETS = {"default": ["--preset", "default"], "paper": ["--preset", "paper"]}  # the modes of every other task
 PRIVACY_MODES = {"default": ["--preset", "default"], "separate": ["--preset", "default", "--finetunes", "separate"],
                  "paper": ["--preset", "paper", "--n-unique", PRIVACY_SCALE, "--n-persons", PRIVACY_SCALE]}
 
@@ -138,7 +139,6 @@ def weat_summary(entry: dict) -> dict:
                       for test in tests}}
 
 
-
 def privacy_settings() -> list[str]:
     """The reference job's privacy_extraction settings as flags (the T5 build's `task_settings`: learning rate
     1e-3, 40 / 96 source / target tokens), with one fine-tuning seed instead of the job's 2."""
@@ -184,21 +184,6 @@ def privacy_summary(entry: dict) -> dict:
         "wall_time_s": entry["wall_time_s"]}
 
 
-def privacy_runs(tmp: Path) -> dict:
-    """privacy_extraction's three modes (`PRIVACY_MODES`) on each reference T5, at `privacy_settings`."""
-    found: dict = {}
-    for name in PRIVACY:
-        found[name] = {}
-        for mode, flags in PRIVACY_MODES.items():
-            entries, seconds = evaluate_pinned(shipped("t5-ref", name), "privacy_extraction",
-                                               [*privacy_settings(), *flags], tmp / f"privacy-{name}-{mode}")
-            entry = entries["privacy_extraction"]
-            found[name][mode] = {**privacy_summary(entry), "changed_settings": entry["changed_settings"],
-                                 "evaluate_s": round(seconds, 1)}
-            print("privacy_extraction", name, mode, json.dumps(found[name][mode]), file=sys.stderr)
-    return found
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default=",".join(TASKS),
@@ -216,26 +201,29 @@ def main() -> int:
     from harness.reference.pretrained import minilm_folder
 
     report: dict = {task: {} for task in tasks}
-    runs = [("paywall_memorization", name, shipped(build, name), [*flags, "--near-verbatim-beam", "0"], paywall_summary)
-            for name, (build, flags) in PAYWALL.items()]
-    runs += [("mink_membership", name, shipped(build, name), flags, mink_summary) for name, (build, flags) in MINK.items()]
-    runs += [("weat", name, shipped(build, name), [], weat_summary) for name, build in WEAT.items()]
-    runs.append(("weat", "all-MiniLM-L6-v2", minilm_folder(), [], weat_summary))
-    runs.append(("probe_memorization", "all-MiniLM-L6-v2", minilm_folder(), PROBE, probe_summary))
+    # (task, checkpoint, folder, flags, summary, modes): each run is evaluated once per mode (name -> its flags)
+    runs = [("paywall_memorization", name, shipped(build, name), [*flags, "--near-verbatim-beam", "0"], paywall_summary,
+             PRESETS) for name, (build, flags) in PAYWALL.items()]
+    runs += [("mink_membership", name, shipped(build, name), flags, mink_summary, PRESETS)
+             for name, (build, flags) in MINK.items()]
+    runs += [("weat", name, shipped(build, name), [], weat_summary, PRESETS) for name, build in WEAT.items()]
+    runs.append(("weat", "all-MiniLM-L6-v2", minilm_folder(), [], weat_summary, PRESETS))
+    runs.append(("probe_memorization", "all-MiniLM-L6-v2", minilm_folder(), PROBE, probe_summary, PRESETS))
+    if "privacy_extraction" in report:
+        runs += [("privacy_extraction", name, shipped("t5-ref", name), privacy_settings(), privacy_summary,
+                  PRIVACY_MODES) for name in PRIVACY]
     runs = [run for run in runs if run[0] in report]
     with tempfile.TemporaryDirectory(prefix="bench-presets-") as tmp:
-        for task, name, folder, flags, summarize in runs:
+        for task, name, folder, flags, summarize, modes in runs:
             found = {}
-            for preset in ("default", "paper"):
-                entries, seconds = evaluate_pinned(folder, task, [*flags, "--preset", preset],
-                                                   Path(tmp) / f"{task}-{name}-{preset}")
+            for mode, mode_flags in modes.items():
+                entries, seconds = evaluate_pinned(folder, task, [*flags, *mode_flags],
+                                                   Path(tmp) / f"{task}-{name}-{mode}")
                 entry = entries[task]
-                found[preset] = {**summarize(entry), "changed_settings": entry["changed_settings"],
-                                 "evaluate_s": round(seconds, 1)}
+                found[mode] = {**summarize(entry), "changed_settings": entry["changed_settings"],
+                               "evaluate_s": round(seconds, 1)}
             report[task][name] = found
             print(task, name, json.dumps(found), file=sys.stderr)
-        if "privacy_extraction" in report:
-            report["privacy_extraction"] = privacy_runs(Path(tmp))
     emit(report, args.output)
     return 0
 
