@@ -91,11 +91,17 @@ class PaperPreset(BaseModel):
     preset: Literal["default", "paper"] = Field("default", description=PRESET_HELP)
     PAPER: ClassVar[dict[str, Any]] = {}
 
+    @classmethod
+    def paper_settings(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """The paper's settings for a config given `given` (the settings as given): `PAPER`; a task
+        whose paper's conditions depend on a given setting (its language, say) overrides this."""
+        return cls.PAPER
+
     @model_validator(mode="before")
     @classmethod
     def _paper_settings(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("preset") == "paper":
-            return {**cls.PAPER, **data}
+            return {**cls.paper_settings(data), **data}
         return data
 
 

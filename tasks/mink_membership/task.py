@@ -134,16 +134,10 @@ class MinkConfig(PaperPreset, DatasetInferenceConfig):
         None, min_length=1, description="lengths L at which ref, ne, recall, dc_pdd and gradnorm run (default: "
         "every --lengths); ne scores N + 1 texts per text, gradnorm one backward pass per text")
 
-
-    @model_validator(mode="before")
     @classmethod
-    def _paper_settings(cls, data: Any) -> Any:
-        """`PaperPreset`'s (the paper's settings where not given), with the paper's five prefix lengths
-        (`PAPER_LENGTHS_JA`) under `--language ja`: replaces the base class's validator of the same name."""
-        if isinstance(data, dict) and data.get("preset") == "paper":
-            paper = {**cls.PAPER, **({"lengths": PAPER_LENGTHS_JA} if data.get("language") == "ja" else {})}
-            return {**paper, **data}
-        return data
+    def paper_settings(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """`PAPER`, with the paper's five prefix lengths (`PAPER_LENGTHS_JA`) under `--language ja`."""
+        return {**cls.PAPER, **({"lengths": PAPER_LENGTHS_JA} if given.get("language") == "ja" else {})}
 
     @model_validator(mode="after")
     def _headline_k_in_sweep(self) -> "MinkConfig":
