@@ -7,10 +7,9 @@ numbers and the recipe's settings are not measurements of a committed file."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 
+from harness.core.records import read_sidecar
 from harness.reference.corpus import reference_corpus
 from harness.reference.train import TrainConfig
 from harness.scoring.text import truncate_words
@@ -128,7 +127,7 @@ def test_the_japanese_one_epoch_generations_of_commas_are_the_committed_run_s():
     commas, total = map(int, sentence(TEXT, r"generates nothing but commas \(`、`\) for most articles \(the committed "
                                             r"run: (\d+) of (\d+)\)"))
     results = committed_run("paywall_memorization", ENTRIES["ja-gpt2-e01"])
-    payload = json.loads(gzip.decompress((ROOT / "submissions" / results.records_file).read_bytes()))
+    payload = read_sidecar(ROOT / "submissions" / results.records_file)
     examples = payload["tasks"]["paywall_memorization"]["records"]["examples"]
     assert (sum(1 for e in examples if e["generation"] and set(e["generation"]) == {"、"}), len(examples)) == (
         commas, total)

@@ -6,9 +6,12 @@ estimate's (that table's measurements are its bench record's: `tests/unit/test_b
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from pathlib import Path
 
+from harness.reference.checkpoints import resolve_reference_model
 from tests.helpers.committed import ROOT, card_table, committed_run, newest_committed, read_card, same, sentence
 
 CARD, TEXT, VERSION = read_card("privacy_extraction")
@@ -156,9 +159,7 @@ def test_the_board_s_sparse_row_is_not_loss_matched_as_the_card_says():
     """Issue 79: the two reference T5s' last pre-training losses are the shipped manifest's (each the mean of the
     last window of `loss_points`, whose steps the card names), and the memorization-45 subset score's gain over the
     8 epochs is the committed runs'."""
-    import json
-
-    (manifest,) = (ROOT / "harness" / "reference" / "weights").glob("t5-ref-*/manifest.json")
+    manifest = Path(resolve_reference_model("reference:t5-ref")).parent / "manifest.json"
     build = json.loads(manifest.read_text())
     sparse_loss, sparse_steps, dense_loss, dense_steps, sparse_gain, dense_gain = sentence(TEXT,
         rf"its second pre-training ends at a loss of {NUMBER} \(the mean of its last (\d+) steps\), where `t5-ref`'s "
@@ -180,13 +181,11 @@ def test_the_shipped_sparse_checkpoint_fine_tunes_sparse_under_auto():
     """The card's departures: `--sparse-finetuning auto` keeps the zeros of a checkpoint whose config records
     `membench_pruning`; the shipped `t5-ref-sparse70`'s does, and its committed run kept them (0.7 after each seed);
     `t5-ref`'s config has none and its run trained every weight."""
-    import json
-
     from harness.model.prune import CONFIG_KEY
 
-    folder = next((ROOT / "harness" / "reference" / "weights").glob("t5-ref-*"))
-    assert CONFIG_KEY in json.loads((folder / "t5-ref-sparse70" / "config.json").read_text())
-    assert CONFIG_KEY not in json.loads((folder / "t5-ref" / "config.json").read_text())
+    for name, pruned in (("t5-ref-sparse70", True), ("t5-ref", False)):
+        config = json.loads((Path(resolve_reference_model(f"reference:{name}")) / "config.json").read_text())
+        assert (CONFIG_KEY in config) is pruned, name
     sparse, dense = ENTRIES["t5-ref-sparse70"], ENTRIES["t5-ref"]
     assert sparse.config["sparse_finetuning"] == dense.config["sparse_finetuning"] == "auto"
     assert sparse.info["sparse_finetuning"].startswith("keep-zeros")
@@ -199,8 +198,6 @@ def test_the_paper_mode_record_s_default_runs_are_the_committed_run_s_first_seed
     tests/unit/test_bench_records.py) ran the default mode with the committed run's settings and its first seed
     (42): each of its numbers is that seed's in the committed run, to the record's 4 decimals; and the committed
     run's two seeds differ by what the card says."""
-    import json
-
     report = json.loads((ROOT / "bench" / "results" / "bench_paper_presets--privacy.json").read_text())["report"]
     mem = {"group": "memorization-45", "times": "all"}
     for model in ("t5-ref", "t5-ref-sparse70"):
@@ -312,8 +309,6 @@ def test_the_measured_table_s_estimates_are_the_formula_s():
     checked figure by figure in `tests/unit/test_bench_records.py`) holds: they must be what
     `memory.estimate` gives today for SmolLM2-135M's shape (built on the meta device, float32), at the
     task's defaults and at the plain loop's rows; a changed formula makes the record stale here."""
-    import json
-
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
