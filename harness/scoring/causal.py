@@ -135,8 +135,21 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     log-prob of the most likely next token) of each text;
     `start_token` replaces the tokenizer's BOS as the token the first text token is conditioned on;
     `add_start=False` scores the bare texts (tokens 2.. given the text's own earlier tokens only)."""
+    return windowed_token_scores(
+        tokenizer, texts, max_length or model_context(model), stride, start_token, add_start,
+        lambda rows, lengths: _score_rows(model, tokenizer, rows, lengths, batch_size, distribution_stats,
+                                          progress, top_logprobs))
+
+
+def windowed_token_scores(tokenizer, texts: list[str], context: int, stride: int | None,
+                          start_token: int | None, add_start: bool, score_rows
+                          ) -> tuple[list[TokenScores], ScoringInfo]:
+    """`causal_token_logprobs` with the model passes left to `score_rows(rows, lengths)`: the texts are
+    encoded (`encode_with_bos`), deduplicated (`prefix_roots`) and cut into windows of `context` tokens
+    (`sliding_windows`, stride default context // 2); `score_rows` returns, per scored sequence (of
+    `lengths[i]` scored tokens), its (logprobs, dist_mean, dist_std, top_logprobs) arrays (None where
+    not computed), which are read back per text."""
     encoded, bos = encode_with_bos(tokenizer, texts, start_token, add_start)
-    context = max_length or model_context(model)
     if context < 2:
         raise ValueError(f"context length must be at least 2, got {context}")
     stride = min(stride or context // 2, context - 1)  # a window must keep >= 1 token of context
@@ -146,8 +159,7 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     index = {sequence: i for i, sequence in enumerate(scored)}
     rows = [row for i, sequence in enumerate(scored)
             for row in sliding_windows(np.asarray(sequence, dtype=np.int64), context, stride, i)]
-    results = _score_rows(model, tokenizer, rows, [max(0, len(s) - 1) for s in scored], batch_size,
-                          distribution_stats, progress, top_logprobs)
+    results = score_rows(rows, [max(0, len(s) - 1) for s in scored])
     outputs = []
     for ids, key in zip(encoded, keys):
         n = max(0, len(ids) - 1)
@@ -208,10 +220,6 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
     runs only on the positions that predict a scored token (`logits_to_keep`, where supported).
     """
     device = next(model.parameters()).device
-    logprobs = [np.zeros(n, dtype=np.float32) for n in lengths]
-    means = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
-    stds = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
-    tops = [np.zeros(n, dtype=np.float32) for n in lengths] if top_logprobs else None
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].first_target, -len(rows[i].ids)))
     pad = padding_id(tokenizer)
     can_skip_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -238,8 +246,20 @@ def _score_rows(model, tokenizer, rows: list[_Row], lengths: list[int], batch_si
         ends = np.cumsum(counts)
         return [tuple(None if part is None else part[end - n:end] for part in flat) for n, end in zip(counts, ends)]
 
-    for i, (row_logprobs, row_means, row_stds, row_tops) in run_batches(batches, score_batch, "scoring",
-                                                                         progress).items():
+    return scatter_rows(rows, lengths, run_batches(batches, score_batch, "scoring", progress),
+                        distribution_stats, top_logprobs)
+
+
+def scatter_rows(rows: list[_Row], lengths: list[int], row_scores: dict, distribution_stats: bool,
+                 top_logprobs: bool) -> list[tuple[np.ndarray | None, ...]]:
+    """Per scored sequence (of `lengths[i]` tokens), its float32 (logprobs, dist_mean, dist_std,
+    top_logprobs) arrays, put together from `row_scores`: row index -> that row's arrays of its scored
+    tokens (`first_target` on), in the same order (None where not computed)."""
+    logprobs = [np.zeros(n, dtype=np.float32) for n in lengths]
+    means = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
+    stds = [np.zeros(n, dtype=np.float32) for n in lengths] if distribution_stats else None
+    tops = [np.zeros(n, dtype=np.float32) for n in lengths] if top_logprobs else None
+    for i, (row_logprobs, row_means, row_stds, row_tops) in row_scores.items():
         row = rows[i]
         span = slice(row.offset, row.offset + len(row_logprobs))
         logprobs[row.sequence][span] = row_logprobs
