@@ -14,6 +14,7 @@ from leaderboard.render import (
     CHANGED_LEGEND,
     CONTROLS_NOTE,
     NULL_LEGEND,
+    SERVED_LEGEND,
     SHORT_LEGEND,
     UNVERIFIED_LEGEND,
     by_group,
@@ -85,6 +86,8 @@ def render_markdown(submissions: Path) -> tuple[str, dict[str, bytes]]:
         parts += ["", SHORT_LEGEND]
     if any(b.entry.status == "ok" and not b.entry.verifiable for b in board):
         parts += ["", UNVERIFIED_LEGEND]
+    if any(b.served for b in board):
+        parts += ["", SERVED_LEGEND]
     legend = limit_legend(board, overview=True)
     if legend:
         parts += ["", legend]

@@ -30,6 +30,8 @@ class BoardEntry:
     # A reference control, not a contestant (`is_control`): the board shows it apart from the real models.
     control: bool = False
     created_at: datetime | None = None  # when the results file was written (`ResultsFile.created_at`)
+    # Scored through a completions server (`model.identity_kind` "served"): its weights were not hashed.
+    served: bool = False
 
     @property
     def null_control(self) -> bool:
@@ -102,5 +104,5 @@ def newest_entries(files: list[tuple[Path, ResultsFile]]) -> list[BoardEntry]:
         _, file_name, results, entry = max(candidates, key=lambda c: (c[0], c[1]))
         board.append(BoardEntry(results.model.name, identity, results.model.kind, entry, len(candidates),
                                 sparsity(results), results.run.limit, file_name, is_control(results),
-                                results.created_at))
+                                results.created_at, results.model.identity_kind == "served"))
     return sorted(board, key=lambda b: (b.entry.name, b.model_name, b.model_identity))

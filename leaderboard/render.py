@@ -120,6 +120,17 @@ def unverified_mark(item: BoardEntry) -> str:
     return f" {UNVERIFIED_MARK}" if item.entry.status == "ok" and not item.entry.verifiable else ""
 
 
+SERVED_MARK = "⊘"
+SERVED_LEGEND = (f"{SERVED_MARK} served, not hashed: scored through a completions server (`--base-url`), whose weights "
+                 "membench cannot hash; the row names what the server said it served and the tokenizer it was "
+                 "checked against, not the weights it computed with.")
+
+
+def served_mark(item: BoardEntry) -> str:
+    """` ⊘` after a run scored through a completions server (`BoardEntry.served`): its weights are not hashed."""
+    return f" {SERVED_MARK}" if item.served else ""
+
+
 WARNING_MARK = "⚠"
 
 
@@ -334,7 +345,7 @@ def overview(board: list[BoardEntry], text: Text = escape, interval: bool = Fals
     cells = {(b.model_identity, b.model_name, b.entry.name):
              headline_value(b, interval=interval, counts=counts)
              + (f" {LIMIT_MARK}" if b.limit is not None and (b.model_name, b.model_identity) in mixed else "")
-             + changed_mark(b) + null_mark(b) + unverified_mark(b) for b in shown}
+             + changed_mark(b) + null_mark(b) + unverified_mark(b) + served_mark(b) for b in shown}
     rows = [[model_label(name, identity, text) + limit_mark(limits[name, identity]), text(kind)]
             + ([fmt(sparsity) if sparsity is not None else ""] if pruned else [])
             + [cells.get((identity, name, t), "") for t in tasks] for name, identity, kind, sparsity in models]
@@ -374,8 +385,8 @@ def summary(task: str, board: list[BoardEntry], text: Text = escape, group: list
     if not items:
         return None
     counts = count_metrics(board)
-    rows = [[entry_label(b, text) + unverified_mark(b)] + [headline_value(b, head, interval=True, counts=counts)
-                                                           for head in heads]
+    rows = [[entry_label(b, text) + unverified_mark(b) + served_mark(b)]
+            + [headline_value(b, head, interval=True, counts=counts) for head in heads]
             for b in items]
     headers = ["model"] + [f"{text(head.label)} {head.direction()}" for head in heads]
     return Table(headers, rows, [False] + [True] * len(heads))

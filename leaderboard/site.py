@@ -34,6 +34,7 @@ from leaderboard.render import (
     GROUPS,
     LIMIT_MARK,
     NULL_LEGEND,
+    SERVED_LEGEND,
     SHORT_LEGEND,
     UNVERIFIED_LEGEND,
     agreement,
@@ -167,7 +168,8 @@ def render_site(submissions: Path) -> dict[str, bytes]:
          null_legend=NULL_LEGEND if any(b.null_control for b in groups["real"]) else None,
          short_legend=SHORT_LEGEND if short_runs(board, [None]) else None,
          unverified_legend=UNVERIFIED_LEGEND if any(b.entry.status == "ok" and not b.entry.verifiable
-                                                    for b in board) else None)
+                                                    for b in board) else None,
+         served_legend=SERVED_LEGEND if any(b.served for b in board) else None)
     for task in tasks:
         key_metrics = task_heads(task, board)
         figure, plot_note = task_figure(task, board)

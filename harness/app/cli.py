@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -48,7 +49,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                      kind=ModelKind(args.model_kind) if args.model_kind else None, device=device,
                      dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                      allow_pickle=args.allow_pickle, name=args.model_name, device_map=args.device_map,
-                     gguf_file=args.gguf_file, random_weights_seed=args.random_weights)
+                     gguf_file=args.gguf_file, random_weights_seed=args.random_weights, server=server_spec(args))
     options = EvaluateOptions(output_path=args.output_path, batch_size=args.batch_size,
                               max_batch_size=args.max_batch_size, limit=args.limit,
                               seed=args.seed, log_samples=args.log_samples, use_cache=not args.no_cache,
@@ -62,6 +63,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     print_results(path)
     return 0
+
+
+def server_spec(args: argparse.Namespace):
+    """`--engine local-completions` (or `--base-url` alone): where the server is and how long to wait for it
+    (`harness.model.loading.ServerSpec`); None for the in-process engine, whose flags the server ones
+    may not be mixed with."""
+    from harness.model.loading import ServerSpec
+
+    engine = args.engine or ("local-completions" if args.base_url else "hf")
+    if engine == "hf":
+        given = [flag for flag, value in (("--base-url", args.base_url), ("--served-model", args.served_model))
+                 if value]
+        if given:
+            raise UserError(f"{given[0]} is for --engine local-completions, not hf")
+        return None
+    if not args.base_url:
+        raise UserError("--engine local-completions needs --base-url http://HOST:PORT/v1 (the server's address)")
+    mixed = [flag for flag, value in (("--random-weights", args.random_weights is not None),
+                                      ("--device-map", args.device_map), ("--gguf-file", args.gguf_file),
+                                      ("--dtype", args.dtype != "auto")) if value]
+    if mixed:
+        raise UserError(f"{mixed[0]} sets how membench loads weights; with --base-url the server holds them")
+    return ServerSpec(base_url=args.base_url, served_model=args.served_model,
+                      api_key=os.environ.get("OPENAI_API_KEY") or None, timeout_s=args.timeout,
+                      max_retries=args.max_retries,  # prompts per request: --batch-size (lm-eval's batch_size)
+                      batch_size=args.batch_size if isinstance(args.batch_size, int) else 16)
 
 
 def print_results(path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.app.registry import discover
 from harness.core.task import DEFAULT_MAX_BATCH_SIZE, split_commas
+from harness.model.served import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S
 
 DESCRIPTION = "The `membench` command line. User errors: one line on stderr, exit status 2."
 DEFAULT_SUBMISSIONS = Path("submissions")
@@ -55,6 +56,26 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
 
 
@@ -154,6 +175,22 @@ def add_evaluate(commands, task_flags: bool = True) -> None:
                     help="score the model's untrained twin: its config and tokenizer with weights drawn by the "
                          "architecture's own initialization under SEED (a control: LMS near 50), not its weights")
     ev.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    ev.add_argument("--engine", choices=["hf", "local-completions"],
+                    help="how the model's passes run: hf (transformers in this process; the default) or "
+                         "local-completions (an OpenAI-compatible completions server such as vLLM, at --base-url; "
+                         "the default when --base-url is given): docs/scaling.md")
+    ev.add_argument("--base-url", help="local-completions: the server's URL, http://HOST:PORT/v1 (lm-eval's "
+                                       ".../v1/completions form too); --model then names the checkpoint it serves, "
+                                       "whose tokenizer and config are read here (its weights are not); an API key "
+                                       "is taken from OPENAI_API_KEY")
+    ev.add_argument("--served-model", help="local-completions: the model name the server serves (GET /v1/models; "
+                                           "default: its only model)")
+    ev.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                    help=f"local-completions: each request's limit, connecting and reading included (default "
+                         f"{DEFAULT_TIMEOUT_S:g})")
+    ev.add_argument("--max-retries", type=non_negative_int, default=DEFAULT_MAX_RETRIES,
+                    help=f"local-completions: retries of a request after a connection error, a timeout, HTTP 429 or "
+                         f"5xx, with exponential backoff (default {DEFAULT_MAX_RETRIES})")
     ev.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
     ev.add_argument("--model-name", help="display name in the results (default: hub id, folder name, or the GGUF "
                                          "file's name without .gguf)")

@@ -53,6 +53,15 @@ class LoadedModel:
     dtype: str
     context_length: int | None
     info: dict = field(default_factory=dict)
+    # How the model's passes run: "hf" (transformers, in this process; `model` is the torch module) or
+    # "local-completions" (an OpenAI-compatible server; `model` is `harness.model.served.CompletionsClient`),
+    # lm-evaluation-harness's names for the two.
+    engine: str = "hf"
+
+    @property
+    def served(self) -> bool:
+        """Whether the model runs on a server: only what prompt log-probs and generations compute can be scored."""
+        return self.engine != "hf"
 
     @property
     def weights_sha256(self) -> str:

@@ -252,14 +252,16 @@ _IDENTITY_PARTS = ("weights_sha256", "tokenizer_sha256", "config_sha256")
 
 class ModelInfo(_Strict):
     """The model a file scores. Schema 2: `identity` is `harness.model.identity`'s hash of the parts
-    recorded beside it (identity_kind `model-sha256`); schema 1: the weights sha256 or hub commit,
-    and no parts."""
+    recorded beside it (identity_kind `model-sha256`), or for a model scored through a completions
+    server (identity_kind `served`: its weights cannot be hashed) of its tokenizer, config and, in the
+    weights' place, `details.served_sha256`, the sha256 of what the server says of the model; schema 1:
+    the weights sha256 or hub commit, and no parts."""
 
     name: str
     source: str
     revision: str | None
     identity: str = Field(pattern=r"^[0-9a-f]{7,64}$")
-    identity_kind: Literal["model-sha256", "weights-sha256", "hub-commit"]
+    identity_kind: Literal["model-sha256", "served", "weights-sha256", "hub-commit"]
     weights_sha256: str | None = Field(None, pattern=_SHA256)
     tokenizer_sha256: str | None = Field(None, pattern=_SHA256)
     config_sha256: str | None = Field(None, pattern=_SHA256)
@@ -282,8 +284,12 @@ class ModelInfo(_Strict):
         if schema_version == 1 and (parts or self.identity_kind == "model-sha256"):
             raise ValueError("a schema 1 file's model.identity_kind is weights-sha256 or hub-commit, "
                              f"without {', '.join(_IDENTITY_PARTS)}")
-        if schema_version >= 2 and (len(parts) < len(_IDENTITY_PARTS) or self.identity_kind != "model-sha256"):
-            raise ValueError(f"a schema {schema_version} file's model.identity_kind is model-sha256, "
+        if schema_version >= 2 and self.identity_kind == "served":
+            if parts != list(_IDENTITY_PARTS[1:]) or not re.fullmatch(_SHA256, str(self.details.get("served_sha256"))):
+                raise ValueError("a served model's identity (identity_kind served) has tokenizer_sha256, config_sha256 "
+                                 "and details.served_sha256 in place of weights_sha256")
+        elif schema_version >= 2 and (len(parts) < len(_IDENTITY_PARTS) or self.identity_kind != "model-sha256"):
+            raise ValueError(f"a schema {schema_version} file's model.identity_kind is model-sha256 or served, "
                              f"with {', '.join(_IDENTITY_PARTS)}")
 
 

@@ -158,6 +158,9 @@ class Task(ABC):
     # these reports the cached records again.
     REPORT_ONLY: ClassVar[frozenset[str]] = frozenset()
     Config: ClassVar[type[TaskConfig]] = TaskConfig
+    # Why the task cannot score a model on a completions server (`LoadedModel.served`: prompt log-probs and
+    # generations only), one line; None for a task whose scoring stage runs through one.
+    NOT_SERVED: ClassVar[str | None] = "its scoring stage runs the model's weights in this process"
 
     @abstractmethod
     def load_data(self, config: TaskConfig, context: RunContext) -> Any:
@@ -235,6 +238,11 @@ class Task(ABC):
             kinds = ", ".join(sorted(k.value for k in self.MODEL_KINDS))
             return f"{self.NAME} scores {kinds} models, not {model.kind.value} models"
         return None
+
+    def check_served(self, model: LoadedModel) -> None:
+        """A `UserError` (`NOT_SERVED`) when `model` is served and the task cannot score it through a server."""
+        if model.served and self.NOT_SERVED:
+            raise UserError(f"{self.NAME} cannot score a served model: {self.NOT_SERVED}")
 
 
 _REGISTRY: dict[str, type[Task]] = {}

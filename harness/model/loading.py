@@ -23,15 +23,17 @@ from harness.core.errors import UserError, warn
 from harness.core.io import (
     CONFIG_MAX_BYTES,
     TOKENIZER_MAX_BYTES,
+    canonical_json,
     check_regular_file,
     read_regular_file,
     sha256_file,
+    sha256_text,
 )
 from harness.core.model_types import LoadedModel, ModelIdentity, ModelKind
 from harness.files.sources import first_line
-from harness.model import gguf
+from harness.model import gguf, served
 from harness.model.attention import attention_implementation
-from harness.model.identity import TOKENIZER_PATTERNS, model_identity, tokenizer_files
+from harness.model.identity import TOKENIZER_PATTERNS, config_sha256, files_sha256, model_identity, tokenizer_files
 from harness.model.kinds import detect_kind_with_note, model_class, model_type_kind
 from harness.model.pretrained import PREFIX, PRETRAINED, resolve_pretrained
 
@@ -68,6 +70,22 @@ class ModelSpec:
     # Score the checkpoint's untrained twin: its config and tokenizer with the architecture's own
     # initialization under this seed, in place of its weights (`random_twin`): a control, never the checkpoint.
     random_weights_seed: int | None = None
+    # An OpenAI-compatible completions server that serves the model (`load_served`): `model` then names
+    # the checkpoint whose tokenizer and config the server serves; its weights are neither read nor hashed.
+    server: "ServerSpec | None" = None
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Where a served model is (`--base-url`, `--served-model`) and how long to wait for it (`--timeout`,
+    `--max-retries`); lm-evaluation-harness's `local-completions` arguments of the same names."""
+
+    base_url: str
+    served_model: str | None = None
+    api_key: str | None = None
+    timeout_s: float = served.DEFAULT_TIMEOUT_S
+    max_retries: int = served.DEFAULT_MAX_RETRIES
+    batch_size: int = served.DEFAULT_BATCH_SIZE
 
 
 def looks_like_path(model: str) -> bool:
@@ -459,9 +477,11 @@ def random_twin(model, identity: ModelIdentity, seed: int) -> tuple[object, Mode
 
 
 def load(spec: ModelSpec) -> LoadedModel:
-    """Load the checkpoint described by `spec` onto its device, in eval mode."""
+    """Load the checkpoint described by `spec` onto its device, in eval mode (a served one: `load_served`)."""
     from safetensors import SafetensorError
 
+    if spec.server is not None:
+        return load_served(spec)
     checkpoint = locate_checkpoint(spec)
     folder, config, kind = checkpoint.folder, checkpoint.config, checkpoint.kind
     device = resolve_device(spec.device)
@@ -504,3 +524,79 @@ def load(spec: ModelSpec) -> LoadedModel:
               **({"reference_recipe": {"build": spec.reference_recipe[0], "digest": spec.reference_recipe[1]}}
                  if spec.reference_recipe else {})},
     )
+
+
+# Texts a served model's tokenizer must split as the local one does (`CompletionsClient.check_tokenizer`):
+# spaces, digits, punctuation, an URL, accents, Japanese and an emoji, where tokenizers tend to differ.
+TOKENIZER_PROBES = (
+    "The quick brown fox jumps over the lazy dog.",
+    "  Two spaces, a tab\tand a newline\nin 2026: 3.14159 x 1,000,000 = 3141590?!",
+    "https://example.com/a?b=c&d=e#f (e-mail: someone@example.org)",
+    "Café naïve résumé Zürich — “quoted” ‘text’ …",
+    "東京都の新聞記事は有料会員限定です。",
+    "emoji 🙂 and symbols <>{}[]|\\~^",
+)
+
+
+def load_served(spec: ModelSpec) -> LoadedModel:
+    """A model on an OpenAI-compatible completions server (`spec.server`), to be scored through it
+    (`harness.model.served.CompletionsClient`): the tokenizer and config come from `spec.model` (a
+    folder or hub id; its weights are not read), the server must tokenize as that tokenizer does
+    (`TOKENIZER_PROBES`), and serve a causal LM. The identity hashes what can be known: what the server
+    says of the model (GET /models), the tokenizer and the config; not the weights, which the server
+    does not show (`served_identity`)."""
+    server = spec.server
+    if spec.random_weights_seed is not None or spec.device_map or spec.gguf_file:
+        raise UserError("--base-url scores the model the server serves: --random-weights-seed, --device-map and "
+                        "--gguf-file do not apply")
+    folder, from_hub, revision = resolve_served_folder(spec)
+    config = read_config(folder)
+    kind = spec.kind or detect_kind_with_note(config)[0]
+    if kind is not ModelKind.CAUSAL_LM:
+        raise UserError(f"--base-url scores causal LMs through a completions server; {spec.model} is a {kind.value} model")
+    tokenizer = load_tokenizer(folder, spec.trust_remote_code)
+    client = served.CompletionsClient(server.base_url, server.served_model, api_key=server.api_key,
+                                      timeout_s=server.timeout_s, max_retries=server.max_retries,
+                                      batch_size=server.batch_size)
+    entry = next((m for m in client.served_models() if m.id == client.model), None)
+    if entry is None:
+        listed = ", ".join(m.id for m in client.served_models()) or "none"
+        raise UserError(f"the server at {client.base_url} does not serve {client.model!r} (it serves {listed})")
+    client.check_tokenizer(tokenizer, list(TOKENIZER_PROBES))
+    identity = served_identity(entry, folder, config, kind)
+    details = {"engine": "local-completions", "base_url": client.base_url, "served_model": entry.as_dict(),
+               "tokenizer_source": spec.model, "weights": "not hashed: the server does not show them"}
+    return LoadedModel(
+        model=client, tokenizer=tokenizer, kind=kind, name=spec.name or entry.id.rstrip("/").rsplit("/", 1)[-1],
+        source=f"{client.base_url} ({entry.id})", revision=revision, identity=identity.identity,
+        identity_parts=identity, from_hub=from_hub, device="server", dtype="served",
+        context_length=client.context_length(),
+        info={"architectures": config.get("architectures"), "model_type": config.get("model_type"), **details},
+        engine="local-completions")
+
+
+def resolve_served_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
+    """The folder of the config and tokenizer a served model's `--model` names: a local folder as it is,
+    a hub id's config and tokenizer files only (the server has the weights)."""
+    path = Path(resolve_pretrained(spec.model)).expanduser()
+    if path.exists() or looks_like_path(spec.model):
+        return resolve_local_folder(spec)
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(spec.model, revision=spec.revision, allow_patterns=list(CONFIG_FILES)))
+    except Exception as err:  # the hub client has many error types; all mean "could not get it"
+        raise UserError(f"cannot fetch {spec.model!r}'s tokenizer and config from the Hugging Face Hub (offline or "
+                        f"unknown id?): {type(err).__name__}: {first_line(err)}") from None
+    check_checkpoint_files(folder)
+    return folder, True, folder.name
+
+
+def served_identity(entry: served.ServedModel, folder: Path, config: dict, kind: ModelKind) -> ModelIdentity:
+    """A served model's identity (`harness.model.identity`'s formula, the weights' place taken by what the
+    server reveals): weights_sha256 = sha256(canonical_json(the GET /models entry)), then the tokenizer
+    files, the config and the kind. Not a hash of weights: results files record it as identity kind
+    `served`, and the board marks the row (`leaderboard.render.SERVED_MARK`)."""
+    return ModelIdentity(weights_sha256=sha256_text(canonical_json(entry.as_dict())),
+                         tokenizer_sha256=files_sha256(tokenizer_files(folder)), config_sha256=config_sha256(config),
+                         kind=kind.value)

@@ -76,6 +76,8 @@ class PromptLogprobs:
     token_ids: np.ndarray     # the prompt's tokens from the second on
     logprobs: np.ndarray      # log p(token_t | tokens_<t); vLLM sends -9999.0 for -inf
     top_logprobs: np.ndarray  # max_z log p(z | tokens_<t): the largest of the server's top_logprobs
+    # with `top_n` > 1: per token, the server's `top_n` most likely tokens there, id -> log p
+    top: list[dict[int, float]] | None = None
 
     def argmax_hits(self) -> np.ndarray:
         """Per token, whether it is the model's most likely next token (ties count as hits)."""
@@ -237,16 +239,29 @@ class CompletionsClient:
             self._model = ids[0]
         return self._model
 
+    def context_length(self) -> int:
+        """The longest prompt the server scores for `model`: its `max_model_len` (GET /models) less one,
+        since vLLM makes room for one output token even when asked for none (HTTP 400 "The decoder
+        prompt (length 512) plus the number of requested output tokens (at least 1) is longer than the
+        maximum model length of 512", vLLM 0.32). Windows of long texts are one token shorter than
+        in-process, where the model's whole context is used."""
+        name = self.model
+        lengths = [m.max_model_len for m in self.served_models() if m.id == name]
+        if not lengths or not isinstance(lengths[0], int) or lengths[0] < 3:
+            raise UserError(f"the server at {self.base_url} does not say the context length of {name!r} "
+                            "(max_model_len in GET /models), which membench needs to fit prompts to it")
+        return lengths[0] - 1
+
     # -- prompt log-probs ------------------------------------------------------------------------
 
-    def _echo(self, prompts: list) -> list[_Echo]:
+    def _echo(self, prompts: list, top_n: int = 1) -> list[_Echo]:
         """POST /completions echoing `prompts` (token-id lists or strings) with their log-probs:
-        `echo: true, logprobs: 1, max_tokens: 0, temperature: 0`. `logprobs: 1` returns, per
+        `echo: true, logprobs: top_n, max_tokens: 0, temperature: 0`. `logprobs: 1` returns, per
         position, the prompt token's log-prob and the most likely token's (OpenAI: the top
         `logprobs` tokens, plus the sampled one; vLLM puts the prompt token first). A server that
         refuses `max_tokens: 0` (an HTTP 400 naming max_tokens) is asked for 1 token, and the
         generated token is dropped (lm-eval's `local-completions` always asks for 1)."""
-        payload = {"model": self.model, "prompt": prompts, "echo": True, "logprobs": 1, "temperature": 0.0,
+        payload = {"model": self.model, "prompt": prompts, "echo": True, "logprobs": top_n, "temperature": 0.0,
                    "max_tokens": self._echo_max_tokens}
         extensions = {"return_tokens_as_token_ids": True}
         if prompts and isinstance(prompts[0], str):
@@ -291,20 +306,29 @@ class CompletionsClient:
             ids = [int(t[len(TOKEN_ID_PREFIX):]) for t in tokens]
         return _Echo(tokens, ids, lists["token_logprobs"], lists["top_logprobs"])
 
-    def prompt_logprobs(self, prompts: list[list[int]]) -> list[PromptLogprobs]:
+    def prompt_logprobs(self, prompts: list[list[int]], top_n: int = 1) -> list[PromptLogprobs]:
         """Per prompt (token ids, sent as they are: no BOS is added), log p(token_t | tokens_<t) for
-        t >= 1 and the log-prob of the most likely token there; `batch_size` prompts a request.
-        The server must echo exactly the tokens sent (else: truncated, or tokens added)."""
+        t >= 1 and the log-prob of the most likely token there, and with `top_n` > 1 the `top_n` most
+        likely tokens' (`PromptLogprobs.top`, by token id: the server must return ids, vLLM's
+        `return_tokens_as_token_ids`); `batch_size` prompts a request. The server must echo exactly
+        the tokens sent (else: truncated, or tokens added)."""
         if any(len(p) == 0 for p in prompts):
             raise ValueError("an empty prompt has no tokens to score")
         scores: list[PromptLogprobs] = []
         for start in range(0, len(prompts), self.batch_size):
             batch = [[int(t) for t in p] for p in prompts[start:start + self.batch_size]]
-            for offset, (sent, echo) in enumerate(zip(batch, self._echo(batch))):
-                scores.append(self._scored(start + offset, sent, echo))
+            try:
+                echoes = self._echo(batch, top_n)
+            except ServerHTTPError as error:
+                if top_n > 1 and error.names("logprobs"):
+                    raise UserError(f"{error} (asked for the top {top_n} log-probs; vLLM: start it with "
+                                    f"--max-logprobs {top_n} or more)") from None
+                raise
+            for offset, (sent, echo) in enumerate(zip(batch, echoes)):
+                scores.append(self._scored(start + offset, sent, echo, top_n))
         return scores
 
-    def _scored(self, index: int, sent: list[int], echo: _Echo) -> PromptLogprobs:
+    def _scored(self, index: int, sent: list[int], echo: _Echo, top_n: int = 1) -> PromptLogprobs:
         n = len(sent)
         got = len(echo.tokens) - self._echo_max_tokens  # without the generated token
         if got < n:
@@ -317,7 +341,10 @@ class CompletionsClient:
             at = next(i for i, (a, b) in enumerate(zip(sent, echo.token_ids)) if a != b)
             raise UserError(f"the server echoed other tokens than it was sent: prompt {index}, token {at}: "
                             f"sent {sent[at]}, got {echo.token_ids[at]}")
-        logprobs, tops = [], []
+        if top_n > 1 and echo.token_ids is None:
+            raise UserError(f"the server at {self.base_url} does not name its top tokens by id (vLLM's "
+                            "return_tokens_as_token_ids), which the top log-probs need")
+        logprobs, tops, tables = [], [], []
         for t in range(1, n):
             value, top = echo.token_logprobs[t], echo.top_logprobs[t]
             if not isinstance(value, (int, float)) or not isinstance(top, dict) or not top:
@@ -325,8 +352,26 @@ class CompletionsClient:
                                 f"{index}: it does not answer `echo` with `logprobs` (OpenAI completions)")
             logprobs.append(float(value))
             tops.append(max(float(v) for v in top.values()))
+            if top_n > 1:
+                tables.append(self._top_table(top, top_n, index, t))
         return PromptLogprobs(np.asarray(sent[1:], dtype=np.int64), np.asarray(logprobs, dtype=np.float64),
-                              np.asarray(tops, dtype=np.float64))
+                              np.asarray(tops, dtype=np.float64), tables if top_n > 1 else None)
+
+    def _top_table(self, top: dict, top_n: int, index: int, t: int) -> dict[int, float]:
+        """The `top_n` most likely tokens at position t (id -> log p) from the server's `top_logprobs`,
+        which holds them and, where it is not among them, the prompt's own token (OpenAI: "plus the
+        sampled one"); fewer than `top_n` others is an error."""
+        table = {}
+        for key, value in top.items():
+            if not (isinstance(key, str) and key.startswith(TOKEN_ID_PREFIX) and key[len(TOKEN_ID_PREFIX):].isdigit()):
+                raise UserError(f"the server at {self.base_url} named a top token {key!r}, not by id (vLLM's "
+                                "return_tokens_as_token_ids)")
+            table[int(key[len(TOKEN_ID_PREFIX):])] = float(value)
+        ranked = sorted(table.items(), key=lambda item: -item[1])[:top_n]
+        if len(table) < top_n:
+            raise UserError(f"the server at {self.base_url} returned {len(table)} top log-probs for token {t} of "
+                            f"prompt {index} where {top_n} were asked for")
+        return dict(ranked)
 
     # -- generations -----------------------------------------------------------------------------
 
@@ -392,6 +437,9 @@ class CompletionsClient:
                     server, mine = echo.tokens[:end], [tokenizer.decode([i]) for i in ids]
                     if bos is not None and len(server) == len(mine) + 1 and server[1:] == mine:
                         server = server[1:]
+                if len(server) < len(mine) and server == mine[len(mine) - len(server):]:
+                    raise UserError(f"the server truncated the prompt: text {index} ({_one_line(texts[index], 40)!r}) "
+                                    f"came back as its last {len(server)} of {len(mine)} tokens")
                 if server != mine:
                     at = next((i for i, (a, b) in enumerate(zip(server, mine)) if a != b), min(len(server), len(mine)))
                     theirs = repr(server[at]) if at < len(server) else "(end)"

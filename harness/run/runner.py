@@ -161,6 +161,7 @@ def skip_reasons(tasks: list[Task], configs: list[TaskConfig], data: list[Any], 
         reason, expected = unscorable_reason(task, loaded, lm), not isinstance(loaded, LimitTooSmall)
         if reason is None and not served:
             try:
+                task.check_served(lm)
                 task.check_model(lm, config)
             except UserError as err:
                 if not options.all_tasks:
@@ -353,6 +354,8 @@ def evaluate(spec: models.ModelSpec, tasks: list[type[Task]], overrides: dict[st
         datasets = [load_task_data(task, config, context) for task, config in zip(instances, configs)]
     with distributed.main_first():
         lm = models.load(spec)
+    if lm.served:  # the cache keys on the model's identity, and a server's weights are not hashed: compute again
+        options = replace(options, use_cache=False)
     context = replace(context, batch_size=starting_batch_size(options, lm.device))
     # The cache is looked up before `check_model` is asked (`skip_reasons`): a cached task is served,
     # even where its check would refuse computing it again (a fine-tuning too big for this machine).
@@ -445,8 +448,15 @@ def write_outputs(results: ResultsFile, path: Path, outcomes: list[TaskOutcome],
 
 
 def model_info(lm: LoadedModel) -> ModelInfo:
-    """What a results file records about the model: its identity and each part's sha256."""
+    """What a results file records about the model: its identity and each part's sha256. A served model's
+    identity (`harness.model.loading.served_identity`) is of kind `served`: in the weights' place, the
+    sha256 of what the server says of the model, recorded in `details` as `served_sha256`."""
     parts = lm.identity_parts
+    if lm.served:
+        return ModelInfo(name=lm.name, source=lm.source, revision=lm.revision, identity=lm.identity,
+                         identity_kind="served", tokenizer_sha256=parts.tokenizer_sha256,
+                         config_sha256=parts.config_sha256, kind=lm.kind.value, dtype=lm.dtype, device=lm.device,
+                         details={**lm.info, "served_sha256": parts.weights_sha256})
     return ModelInfo(name=lm.name, source=lm.source, revision=lm.revision, identity=lm.identity,
                      identity_kind="model-sha256", weights_sha256=parts.weights_sha256,
                      tokenizer_sha256=parts.tokenizer_sha256, config_sha256=parts.config_sha256,

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from harness.model.loading import context_length
+from harness.model.served import CompletionsClient
 
 
 def padding_id(tokenizer) -> int:
@@ -29,5 +30,8 @@ DEFAULT_CONTEXT = 2048  # assumed when a model's config names no context window
 
 
 def model_context(model) -> int:
-    """The model's context window (config), or DEFAULT_CONTEXT when the config names none."""
+    """The model's context window (config), or DEFAULT_CONTEXT when the config names none; a served
+    model's (`CompletionsClient`), the server's."""
+    if isinstance(model, CompletionsClient):
+        return model.context_length()
     return context_length(model.config) or DEFAULT_CONTEXT

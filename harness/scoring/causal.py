@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from harness.core.errors import UserError
+from harness.model.served import CompletionsClient
 from harness.scoring import budgets
 from harness.scoring.batching import model_context, padding_id, right_pad
 from harness.scoring.distributed import run_batches
@@ -135,10 +137,29 @@ def causal_token_logprobs(model, tokenizer, texts: list[str], batch_size: int = 
     log-prob of the most likely next token) of each text;
     `start_token` replaces the tokenizer's BOS as the token the first text token is conditioned on;
     `add_start=False` scores the bare texts (tokens 2.. given the text's own earlier tokens only)."""
+    if isinstance(model, CompletionsClient):
+        if distribution_stats:
+            raise UserError("Min-K%++'s next-token distribution statistics need the whole vocabulary's "
+                            "log-probs, which a completions server does not return: score in-process")
+        return windowed_token_scores(tokenizer, texts, max_length or model.context_length(), stride, start_token,
+                                     add_start, lambda rows, lengths: _served_rows(model, rows, lengths, top_logprobs))
     return windowed_token_scores(
         tokenizer, texts, max_length or model_context(model), stride, start_token, add_start,
         lambda rows, lengths: _score_rows(model, tokenizer, rows, lengths, batch_size, distribution_stats,
                                           progress, top_logprobs))
+
+
+def _served_rows(client: CompletionsClient, rows: list[_Row], lengths: list[int], top_logprobs: bool):
+    """`_score_rows` through a completions server: each row (a window of token ids) sent as one prompt
+    and echoed with its log-probs (`CompletionsClient.prompt_logprobs`: OpenAI's `echo: true, logprobs:
+    1, max_tokens: 0`, one forward pass over the prompt in vLLM), of which only the tokens the row
+    scores (`first_target` on) are read; scattered back as `_score_rows` does."""
+    echoed = client.prompt_logprobs([row.ids.tolist() for row in rows])
+    # a prompt's arrays hold its tokens 1..n-1; the row scores tokens first_target.. of it
+    row_scores = {i: (echo.logprobs[row.first_target - 1:].astype(np.float32), None, None,
+                      echo.top_logprobs[row.first_target - 1:].astype(np.float32) if top_logprobs else None)
+                  for i, (row, echo) in enumerate(zip(rows, echoed))}
+    return scatter_rows(rows, lengths, row_scores, False, top_logprobs)
 
 
 def windowed_token_scores(tokenizer, texts: list[str], context: int, stride: int | None,
@@ -178,6 +199,20 @@ def next_token_logprobs(model, context: list[int]) -> np.ndarray:
     device = next(model.parameters()).device
     logits = model(input_ids=torch.tensor([context], dtype=torch.long, device=device)).logits[0, -1]
     return torch.log_softmax(logits.float(), dim=-1).double().cpu().numpy()
+
+
+def next_token_logprobs_of(model, context: list[int], tokens: list[int]) -> dict[int, float]:
+    """log p(t | context) of each distinct token t of `tokens`: read off `next_token_logprobs` in-process;
+    through a completions server (`CompletionsClient`), which returns no whole distribution, each
+    context + [t] echoed with its log-probs (the last one is t's)."""
+    distinct = sorted({int(t) for t in tokens})
+    if isinstance(model, CompletionsClient):
+        if not context:
+            raise ValueError("the context of a next-token distribution needs at least one token")
+        echoed = model.prompt_logprobs([list(context) + [t] for t in distinct])
+        return {t: float(echo.logprobs[-1]) for t, echo in zip(distinct, echoed)}
+    full = next_token_logprobs(model, context)
+    return {t: float(full[t]) for t in distinct}
 
 
 # The float32 logits one forward pass may hold on a CPU: batch x positions x vocabulary x 4 bytes. A

@@ -32,6 +32,7 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from harness.core.errors import UserError
+from harness.model.served import CompletionsClient
 from harness.scoring.batching import model_context, padding_id, right_pad
 from harness.scoring.causal import (
     ACCELERATOR_CHUNK_BYTES,
@@ -179,8 +180,11 @@ def extraction_logprobs_ids(model, prompt_ids: list[list[int]], target_ids: list
                             scheme: SamplingScheme, batch_size: int = 16, pad: int = 0,
                             progress: bool | None = None) -> list[np.ndarray]:
     """`extraction_logprobs` on token ids: each prompt (non-empty, BOS included if wanted) is
-    followed by its target, and prompt + target must fit the model's context."""
+    followed by its target, and prompt + target must fit the model's context. A served model
+    (`CompletionsClient`): `served_extraction_logprobs`."""
     scheme.check()
+    if isinstance(model, CompletionsClient):
+        return served_extraction_logprobs(model, prompt_ids, target_ids, scheme)
     warpers = scheme.processors()
     device = next(model.parameters()).device
     lengths = [len(p) + len(t) for p, t in zip(prompt_ids, target_ids)]
@@ -230,3 +234,61 @@ def processed_target_logprobs(logits: torch.Tensor, rows: torch.Tensor, position
         logq = scheme.step_logprobs(picked, warpers)
         parts.append(logq.gather(1, targets[start:start + chunk, None].to(device))[:, 0])
     return torch.cat(parts).double().cpu().numpy() if parts else np.zeros(0, dtype=np.float64)
+
+
+def served_top_n(scheme: SamplingScheme) -> int:
+    """How many of the most likely tokens a completions server must return per position (its `logprobs`)
+    for `served_extraction_logprobs` to compute q exactly: 1 for greedy decoding and for plain sampling
+    (T = 1, no top-k, no top-p: q = p); K under top-k K, whose kept set is those K tokens, on which
+    temperature and top-p act alone (log p = logit - log Z shifts every kept token alike, so the top K
+    log-probs are the logits up to a constant, which the processed softmax removes). Any other scheme
+    needs the whole vocabulary's logits: a `UserError`."""
+    scheme.check()
+    if scheme.greedy:
+        return 1
+    if scheme.top_k is not None:
+        return int(scheme.top_k)
+    if scheme.temperature == 1.0 and (scheme.top_p is None or scheme.top_p == 1.0):
+        return 1
+    raise UserError(f"p_z at temperature {scheme.temperature:g}" + (f", top-p {scheme.top_p:g}" if scheme.top_p else "")
+                    + " without top-k needs the whole next-token distribution, which a completions server does "
+                    "not return: give --extraction-top-k (at most the server's --max-logprobs) or sample at T = 1")
+
+
+def served_extraction_logprobs(client: CompletionsClient, prompt_ids: list[list[int]], target_ids: list[list[int]],
+                               scheme: SamplingScheme) -> list[np.ndarray]:
+    """`extraction_logprobs_ids` through a completions server: each prompt + target echoed with its
+    log-probs and the `served_top_n(scheme)` most likely tokens at each position. Per target token y_t:
+    greedy, log q = 0 where y_t is the argmax (ties count, as `TokenScores.argmax_hits`), else -inf;
+    plain sampling, log q = log p(y_t); under top-k, log q = `scheme.step_logprobs` of the row of the top
+    K log-probs with y_t's own beside them when it is not among them (then it falls outside the kept set:
+    -inf). A token tied with the K-th outside the server's K is lost (transformers keeps ties)."""
+    top_n = served_top_n(scheme)
+    results = [np.zeros(0, dtype=np.float64) for _ in target_ids]
+    scorable = [i for i, t in enumerate(target_ids) if t]
+    if any(not prompt_ids[i] for i in scorable):
+        raise ValueError("every prompt needs at least one token")
+    echoed = client.prompt_logprobs([list(prompt_ids[i]) + list(target_ids[i]) for i in scorable],
+                                    top_n if scheme.top_k is not None else 1)
+    warpers = scheme.processors()
+    for i, echo in zip(scorable, echoed):
+        first = len(prompt_ids[i]) - 1  # echo arrays hold tokens 1..n-1: target token j is at first + j
+        span = slice(first, first + len(target_ids[i]))
+        if scheme.greedy:
+            results[i] = np.where(echo.logprobs[span] >= echo.top_logprobs[span], 0.0, -np.inf)
+        elif scheme.top_k is None:
+            results[i] = echo.logprobs[span].astype(np.float64)
+        else:
+            results[i] = np.array([_top_k_logq(echo.top[k], int(token), scheme, warpers)
+                                   for k, token in zip(range(span.start, span.stop), target_ids[i])], dtype=np.float64)
+    return results
+
+
+def _top_k_logq(top: dict[int, float], token: int, scheme: SamplingScheme, warpers: LogitsProcessorList) -> float:
+    """log q(token) from the server's top-K log-probs (`served_extraction_logprobs`)."""
+    ids = list(top)
+    if token not in top:
+        ids.append(token)
+    # the token's log-prob when it is outside the top K does not matter: top-k removes it
+    row = torch.tensor([[top.get(t, -torch.inf) for t in ids]], dtype=torch.float32)
+    return float(scheme.step_logprobs(row, warpers)[0, ids.index(token)])

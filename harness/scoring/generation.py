@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from harness.model.served import CompletionsClient
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import encode_with_bos
 from harness.scoring.distributed import run_batches
@@ -61,6 +62,10 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
     context = max_length or model_context(model)
     cap = max(1, context // 2)
     encoded, cut, budgets, rooms, bos = prompt_cuts(tokenizer, prompts, max_new_tokens, context)
+    info = GenerationInfo(bos, context, cap, len(prompts), sum(len(c) < len(e) for c, e in zip(cut, encoded)),
+                          sum(b < n for b, n in zip(budgets, max_new_tokens)))
+    if isinstance(model, CompletionsClient):
+        return _served_continuations(model, tokenizer, cut, budgets, rooms), info
     pad = padding_id(tokenizer)
     device = next(model.parameters()).device
     order = sorted(range(len(prompts)), key=lambda i: (rooms[i], len(cut[i])))
@@ -81,10 +86,21 @@ def greedy_continuations(model, tokenizer, prompts: list[str], max_new_tokens: l
                 for j, i in enumerate(batch)]
 
     done = run_batches(batches, generate_batch, "generating", progress)
-    outputs = [done[i] for i in range(len(prompts))]
-    info = GenerationInfo(bos, context, cap, len(prompts), sum(len(c) < len(e) for c, e in zip(cut, encoded)),
-                          sum(b < n for b, n in zip(budgets, max_new_tokens)))
-    return outputs, info
+    return [done[i] for i in range(len(prompts))], info
+
+
+def _served_continuations(client: CompletionsClient, tokenizer, cut: list[list[int]], budgets: list[int],
+                          rooms: list[int]) -> list[str]:
+    """`greedy_continuations` through a completions server: the same prompt tokens (`prompt_cuts`) sent as
+    token ids with `temperature: 0`, each asked for its room (its budget rounded up to `BUDGET_STEP`, so
+    that prompts of nearby budgets share a request: the client sends one `max_tokens` a request) and cut
+    to its budget, as in-process (the server stops at the end token, as generate does); the generated
+    ids decoded here as in-process (special tokens dropped). A server that returns no ids is asked again
+    for each prompt's own budget, and its text taken."""
+    generated = client.generate(cut, rooms, temperature=0.0)
+    if any(g[0].token_ids is None for g in generated):
+        return [g[0].text for g in client.generate(cut, budgets, temperature=0.0)]
+    return [tokenizer.decode(g[0].token_ids[:budget], skip_special_tokens=True) for g, budget in zip(generated, budgets)]
 
 
 def _fitting_batches(order: list[int], lengths: list[int], budgets: list[int], batch_size: int,

@@ -18,6 +18,7 @@ import numpy as np
 from harness.core.errors import UserError
 from harness.metrics import memorization as m
 from harness.metrics.membership_report import ATTACK_ORDER
+from harness.model.served import CompletionsClient
 from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import TokenScores
 from harness.scoring.conditional import encode_pairs, shared_prefix_logprobs, target_logprobs
@@ -49,7 +50,7 @@ def recall_scores(model, texts: dict[Key, str], target: dict[Key, TokenScores], 
     `LoadedModel`; P cut to its first `prefix_tokens` tokens, by default half the context; [BOS] + P
     with `add_start`, the bare P without, as MIMIR); also the number of prefix tokens and of texts
     that did not fit. P runs through the model once and its key/value cache serves every text
-    (`shared_prefix_logprobs`)."""
+    (`shared_prefix_logprobs`); through a completions server, P + x is echoed with its log-probs."""
     context = model_context(model.model)
     cut = prefix_tokens or context // 2
     [prefix_ids], _ = encode_pairs(model.tokenizer, [prefix], [""], False, cut, None, add_start)
@@ -64,8 +65,12 @@ def recall_scores(model, texts: dict[Key, str], target: dict[Key, TokenScores], 
     fits = [(k, ids) for k, ids in zip(candidates, encoded) if len(prefix_ids) + len(ids) <= context]
     keys = [k for k, _ in fits]
     pad = padding_id(model.tokenizer)
-    conditional = shared_prefix_logprobs(model.model, prefix_ids, [list(ids) for _, ids in fits], batch_size, pad,
-                                         progress)
+    if isinstance(model.model, CompletionsClient):  # P + x echoed with its log-probs: x's are read
+        echoed = model.model.prompt_logprobs([prefix_ids + list(ids) for _, ids in fits])
+        conditional = [echo.logprobs[len(prefix_ids) - 1:] for echo in echoed]
+    else:
+        conditional = shared_prefix_logprobs(model.model, prefix_ids, [list(ids) for _, ids in fits], batch_size,
+                                             pad, progress)
     if conditional is None:  # no reusable key/value cache: the prefix runs with every text
         conditional = target_logprobs(model.model, model.tokenizer, [prefix] * len(keys), [texts[k] for k in keys],
                                       seq2seq=False, batch_size=batch_size, max_source=cut,

@@ -230,6 +230,7 @@ class FinetuneMemorization(Task):
                         label="Min-K% 20% AUC, trained on non-members (control: < 0.5)", better="lower"),
                Headline(metric="auc", tags={"score": "blind_bow"}, label="blind BoW AUC", better="ideal", ideal=0.5))
     Config = FinetuneMemorizationConfig
+    NOT_SERVED = "it fine-tunes the model's weights, which a completions server does not expose"
     # what only the report reads: changing one reports the cached records again, without a model pass
     REPORT_ONLY = frozenset({"fpr_levels", "bootstrap_resamples", "auc_threshold", "extraction_attempts",
                              "extraction_level", "dataset_inference", "di_alpha", "di_splits", "di_permutations",

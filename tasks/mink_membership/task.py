@@ -33,6 +33,11 @@ from tasks.mink_membership.report import report
 ATTACKS = ATTACK_ORDER
 # the attacks whose score of a text reads only the text's own token log-probs
 OWN_ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
+# The attacks a model on a completions server cannot run (`LoadedModel.served`), and why.
+ATTACKS_NOT_SERVED = {"min_k_pp": "Min-K%++ needs the mean and variance of the whole next-token distribution, which a "
+                          "completions server does not return",
+              "gradnorm": "the gradient norm needs gradients of the model's weights, which a completions server "
+                          "does not expose"}
 ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 
@@ -189,6 +194,7 @@ class MinkMembership(Task):
     HEADLINE = min_k_headline(HEADLINE_K)
     SUMMARY = summary_at(HEADLINE_K)
     Config = MinkConfig
+    NOT_SERVED = None  # a served model runs all attacks but `ATTACKS_NOT_SERVED`
     # what only the report reads: changing one reports the cached records again, without a model pass
     REPORT_ONLY = frozenset({"dataset_inference", "di_alpha", "di_splits", "di_permutations", "di_penalty",
                              "di_direction", "di_stop_early", "headline_k", "fpr_levels", "bootstrap_resamples"})
@@ -217,10 +223,18 @@ class MinkMembership(Task):
             for attack, role in ROLES.items():
                 if attack in config.attacks and not getattr(config, role):
                     raise UserError(f"{self.NAME}: --attacks names {attack}, which needs --{role.replace('_', '-')}")
+            named = [a for a in ATTACKS_NOT_SERVED if a in config.attacks]
+            if model.served and named:
+                raise UserError(f"{self.NAME}: --attacks names {named[0]}, which a served model cannot run: "
+                                f"{ATTACKS_NOT_SERVED[named[0]]}")
 
     def score(self, model: LoadedModel, data: MembershipData, config: MinkConfig, context: RunContext) -> Records:
         """Every text's prefixes scored by the model and the selected attacks, and beside them the blind
-        baselines' scores and the IID guard's features (model-free, per text); records: `report`."""
+        baselines' scores and the IID guard's features (model-free, per text); records: `report`. A served
+        model runs every attack but those `ATTACKS_NOT_SERVED` names (recorded with the reason in `attacks_not_run`)."""
+        not_served = {a: reason for a, reason in ATTACKS_NOT_SERVED.items() if model.served and a in config.attacks}
+        if not_served:
+            config = config.model_copy(update={"attacks": tuple(a for a in config.attacks if a not in not_served)})
         prefixes = {}  # (text index, L) -> the text cut to its first L words
         for i, item in enumerate(data.texts):
             for length in config.lengths:
@@ -234,6 +248,8 @@ class MinkMembership(Task):
             add_start=config.first_token == "score")
         target = {k: scores for k, scores in zip(keys, token_scores) if len(scores.logprobs)}
         extra, info = self.other_attacks(model, data, config, context, prefixes, target)
+        if not_served:
+            info["attacks_not_run"] = {**info.get("attacks_not_run", {}), **not_served}
         blind, blind_facts = {}, {}
         for length in config.lengths:
             kept = [k for k in keys if k[1] == length and k in target]

@@ -71,6 +71,7 @@ class NerPromptMemorization(Task):
     # --length-bins groups the prompts of the length analysis only
     REPORT_ONLY = frozenset({"length_bins"})
     Config = NerConfig
+    NOT_SERVED = "it reads a token classifier's label confidences, which a completions server does not return"
 
     def load_data(self, config: NerConfig, context: RunContext) -> NerData:
         return load_ner_data(config.names, config.prompts, context.limit, config.entity_type)

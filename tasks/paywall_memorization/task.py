@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
+from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
 from harness.core.records import Records
 from harness.core.results import Headline
@@ -20,7 +21,7 @@ from harness.scoring.batching import model_context, padding_id
 from harness.scoring.causal import token_text
 from harness.scoring.constrained_beam import check_beam_settings, near_verbatim_bound_ids
 from harness.scoring.distributed import run_batches
-from harness.scoring.extraction import SamplingScheme, extraction_logprobs_ids, log_pz
+from harness.scoring.extraction import SamplingScheme, extraction_logprobs_ids, log_pz, served_top_n
 from harness.scoring.extraction_report import ExtractionConfig, first_bad_setting
 from harness.scoring.generation import greedy_continuations, prompt_cuts
 from tasks.paywall_memorization.data import (
@@ -152,12 +153,24 @@ class PaywallMemorization(Task):
                                                                   "level": "0.5", "threshold": "0.9"},
                         label="near-verbatim extractable members, (100, 0.5)", better="lower", plot=True))
     Config = PaywallConfig
+    NOT_SERVED = None
     # what only the report reads: changing one reports the cached records again, without a model pass
     REPORT_ONLY = frozenset({"n_bins", "extraction_attempts", "extraction_level"})
 
     def load_data(self, config: PaywallConfig, context: RunContext) -> PaywallData:
         return load_paywall_data(config.data, config.language, config.max_public_words, config.reference_seed,
                                  context.limit)
+
+    def check_model(self, model: LoadedModel, config: PaywallConfig) -> None:
+        """A served model: p_z needs a scheme a completions server's top log-probs determine
+        (`served_top_n`), and the near-verbatim search runs the model in this process."""
+        if not model.served:
+            return
+        if config.extraction:
+            served_top_n(config.scheme())
+        if config.near_verbatim_beam:
+            raise UserError(f"{self.NAME}: --near-verbatim-beam searches over the model's whole next-token "
+                            "distributions, which a completions server does not return: score in-process")
 
     def lm_eval_export(self, data, config, tokenizer, context):
         from tasks.paywall_memorization.for_lm_eval import export

@@ -219,6 +219,7 @@ class PrivacyExtraction(Task):
                                                     "attempts": "100", "level": "0.5"},
                         label="memorization-45 (100, 0.5)-extractable, 8 epochs", better="lower"))
     Config = PrivacyConfig
+    NOT_SERVED = "it fine-tunes the model's weights, which a completions server does not expose"
     # read by the report alone (the extraction summary's n and p, the audits' confidence): a change reports the
     # cached records again, without fine-tuning
     REPORT_ONLY = frozenset({"extraction_attempts", "extraction_level", "audit_confidence"})

@@ -103,6 +103,7 @@ class ProbeMemorization(Task):
                         tags={"representation": "contextual", "probe": "mlp", "train_size": "all"},
                         label="seen - unseen accuracy, MLP probe, all sentences", better="lower"))
     Config = ProbeMemorizationConfig
+    NOT_SERVED = "it reads the model's hidden states, which a completions server does not return"
     # every setting changes what `score` computes (the data, the splits, the fits): none is the report's alone
     REPORT_ONLY = frozenset()
 

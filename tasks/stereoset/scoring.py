@@ -31,7 +31,7 @@ import numpy as np
 
 from harness.core.errors import UserError
 from harness.core.model_types import LoadedModel, ModelKind
-from harness.scoring.causal import causal_token_logprobs, next_token_logprobs
+from harness.scoring.causal import causal_token_logprobs, next_token_logprobs_of
 from harness.scoring.conditional import target_logprobs
 from harness.scoring.masked import mask_fill_probs
 from tasks.stereoset.data import LABELS, Example
@@ -152,8 +152,8 @@ def causal_sentence_scores(lm: LoadedModel, sentences: list[str], causal_context
                         "scoring": scoring.as_dict(), **facts}
     if causal_context != "official":
         raise UserError(f"unknown causal context {causal_context!r}; expected one of {', '.join(CAUSAL_CONTEXTS)}")
-    first = next_token_logprobs(model, [start])  # log p(. | start), shared by every sentence
     encoded = tokenizer(list(sentences), add_special_tokens=False)["input_ids"] if sentences else []
+    first = next_token_logprobs_of(model, [start], [ids[0] for ids in encoded if ids])  # log p(w1 | start)
     token_scores, scoring = causal_token_logprobs(model, tokenizer, sentences, batch_size=batch_size,
                                                   progress=progress, add_start=False)
     scores = np.array([np.mean(np.concatenate([[first[ids[0]]], s.logprobs])) if ids else -np.inf

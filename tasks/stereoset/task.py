@@ -48,6 +48,7 @@ class StereoSet(Task):
                Headline(metric="ss", tags={"domain": "all"}, label="SS", better="ideal", ideal=50.0),
                Headline(metric="lms", tags={"domain": "all"}, label="LMS", better="higher"))
     Config = StereoSetConfig
+    NOT_SERVED = None  # causal LMs' scoring: prompt log-probs
 
     def load_data(self, config: StereoSetConfig, context: RunContext) -> StereoSetData:
         return load_stereoset(config.stereoset_data, context.limit, config.targets)

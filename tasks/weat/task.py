@@ -112,6 +112,7 @@ class Weat(Task):
                              label=f"mean |d| {group} ({rep})", better="lower")
                     for rep in ("static", "contextual") for group in ("all", "race", "gender"))
     Config = WeatConfig
+    NOT_SERVED = "it reads the model's word vectors (embeddings, hidden states), which a completions server does not return"
     # read by the report only (d's std, the permutation test) or by `headlines` (the board's headline);
     # `preset` itself changes no record: every field it sets (PAPER) is one of these or is in the key as set (`tests`)
     REPORT_ONLY = frozenset({"effect_size_std", "max_exact_partitions", "permutation_samples",

@@ -34,6 +34,7 @@ class FakeServer:
         self.failures = 0  # with mode "5xx": how many POSTs fail before it answers
         self.status = 500
         self.models = [MODEL]
+        self.truncate_over = 4  # with mode "truncate": prompts of more tokens lose their first two
         self.requests: list[tuple[str, str, dict | None]] = []
         self.released = threading.Event()
         server = self
@@ -121,8 +122,12 @@ class FakeServer:
             ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
             if self.mode == "add-bos" or (isinstance(prompt, str) and self.mode == "bos-for-text"):
                 ids = [0] + ids
-            if self.mode == "truncate" and len(ids) > 4:
+            if self.mode == "truncate" and len(ids) > self.truncate_over:
                 ids = ids[2:]  # vLLM's truncate_prompt_tokens, left side
+            limit, wanted = self.models[0].get("max_model_len"), len(ids) + max(1, p.get("max_tokens", 16))
+            if limit and wanted > limit:  # vLLM 0.32's answer: room for one output token even when asked for none
+                return self.error(400, f"The decoder prompt (length {len(ids)}) plus the number of requested output "
+                                       f"tokens (at least 1) is longer than the maximum model length of {limit}.")
             for sample in range(p.get("n", 1)):
                 choices.append(self.choice(p, ids, as_ids, len(choices), sample))
         if self.mode == "short":
@@ -130,17 +135,22 @@ class FakeServer:
         return 200, {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": p.get("model"),
                      "choices": choices, "usage": {"prompt_tokens": 0, "total_tokens": 0, "completion_tokens": 0}}
 
-    def scores(self, sequence: list[int]) -> list[tuple[float, int, float]]:
-        """The model: per token t >= 1 of `sequence`, (log p(token_t | tokens_<t), the most likely token
-        there, its log-prob)."""
-        return [(fake_logprob(sequence[:t], sequence[t]), fake_argmax(sequence[:t]), TOP)
+    def scores(self, sequence: list[int], top_n: int = 1) -> list[tuple[float, dict[int, float]]]:
+        """The model: per token t >= 1 of `sequence`, (log p(token_t | tokens_<t), the `top_n` most likely
+        tokens there with their log-probs)."""
+        return [(fake_logprob(sequence[:t], sequence[t]),
+                 {(fake_argmax(sequence[:t]) + 5 * j) % 128: TOP for j in range(top_n)})
                 for t in range(1, len(sequence))]
+
+    def generated(self, ids: list[int], max_tokens: int, sample: int) -> list[int]:
+        """The continuation the fake model generates (not a real model's)."""
+        return [(ids[-1] + 1 + k + sample) % 128 for k in range(max_tokens)]
 
     def choice(self, p: dict, ids: list[int], as_ids: bool, index: int, sample: int) -> dict:
         def name(token: int) -> str:
             return f"token_id:{token}" if as_ids else text_of(token)
 
-        generated = [(ids[-1] + 1 + k + sample) % 128 for k in range(p.get("max_tokens", 16))]
+        generated = self.generated(ids, p.get("max_tokens", 16), sample)
         choice = {"index": index, "text": "".join(chr(t) for t in generated), "finish_reason": "length",
                   "stop_reason": None, "prompt_logprobs": None, "prompt_token_ids": None,
                   "token_ids": generated if p.get("return_token_ids") else None}
@@ -151,16 +161,17 @@ class FakeServer:
             return choice
         echoed = (ids if p.get("echo") else []) + generated
         start = len(ids) - (len(echoed) - len(generated))
-        scores = self.scores(ids + generated)
+        scores = self.scores(ids + generated, max(1, int(p["logprobs"])))
         token_logprobs, top_logprobs = [], []
         for k, token in enumerate(echoed):
             if start + k == 0:
                 token_logprobs.append(None)
                 top_logprobs.append(None)
                 continue
-            value, top, top_value = scores[start + k - 1]
+            value, top = scores[start + k - 1]
             token_logprobs.append(value)
-            top_logprobs.append({name(token): value, name(top): top_value})
+            # vLLM: the token itself first, then the top ones
+            top_logprobs.append({name(token): value, **{name(t): v for t, v in top.items()}})
         choice["logprobs"] = {"text_offset": list(range(len(echoed))), "token_logprobs": token_logprobs,
                               "tokens": [name(t) for t in echoed], "top_logprobs": top_logprobs}
         return choice
@@ -178,3 +189,44 @@ def _pairs_ab(text: str) -> list[str]:
         pieces.append(text[i:i + step])
         i += step
     return pieces
+
+
+class ModelServer(FakeServer):
+    """The fake server with a transformers causal LM and its tokenizer behind it: echo log-probs (top
+    ones too) from one float32 forward pass per prompt, greedy generations (`generate`, one prompt at a
+    time), texts tokenized by `tokenizer` (mode "retokenize": one token per character instead)."""
+
+    def __init__(self, model, tokenizer=None, max_model_len: int | None = 32):
+        super().__init__()
+        self.model, self.tokenizer = model, tokenizer
+        self.models = [{**MODEL, "max_model_len": max_model_len}]
+
+    def tokenize(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            return super().tokenize(text)
+        if self.mode == "retokenize":  # each character alone: the tokenizer's merges never apply
+            return [i for c in text for i in self.tokenizer(c, add_special_tokens=False)["input_ids"]]
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def scores(self, sequence: list[int], top_n: int = 1) -> list[tuple[float, dict[int, float]]]:
+        import torch
+
+        with torch.no_grad():
+            logits = self.model(input_ids=torch.tensor([sequence])).logits[0].float()
+        log_p = torch.log_softmax(logits, dim=-1)
+        tops = log_p.topk(top_n, dim=-1)
+        return [(log_p[t - 1, sequence[t]].item(),
+                 dict(zip(tops.indices[t - 1].tolist(), tops.values[t - 1].tolist())))
+                for t in range(1, len(sequence))]
+
+    def generated(self, ids: list[int], max_tokens: int, sample: int) -> list[int]:
+        import torch
+
+        if max_tokens == 0:
+            return []
+        with torch.no_grad():
+            out = self.model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
+                                      pad_token_id=self.model.config.eos_token_id or 0)
+        new = out[0, len(ids):].tolist()
+        eos = self.model.config.eos_token_id
+        return new[:new.index(eos) + 1] if eos in new else new  # vLLM stops at the end token

@@ -450,6 +450,32 @@ CITATIONS = [
              "| paywall generation, {} articles | {} s | one `generate` per article {} s | {}x | identical |",
              lambda r: [r["paywall"]["examples"], *seconds(r, "paywall", "membench", "per_article"),
                         r["paywall"]["per_article_over_membench"]] if r["paywall"]["outputs_identical"] else []),
+    # docs/scaling.md: in-process against a vLLM server on this CPU (bench_served)
+    Citation("docs/scaling.md", "bench_served",
+             "best of {} rounds. Scoring {} reference texts × {} words ({} tokens): in-process {} tokens/s, vLLM {} "
+             "tokens/s ({}× in-process)",
+             lambda r: [r["repeats"], r["scoring"]["texts"], r["scoring"]["length_words"], r["scoring"]["scored_tokens"],
+                        r["in_process"]["scoring_tokens_per_s"], r["vllm"]["scoring_tokens_per_s"],
+                        r["vllm_over_in_process"]["scoring"]]),
+    Citation("docs/scaling.md", "bench_served",
+             "Greedy generation of {} paywall examples ({} new tokens): in-process {} tokens/s, vLLM {} tokens/s ({}×)",
+             lambda r: [r["generation"]["examples"], r["generation"]["new_tokens"],
+                        r["in_process"]["generation_tokens_per_s"], r["vllm"]["generation_tokens_per_s"],
+                        r["vllm_over_in_process"]["generation"]]),
+    Citation("docs/scaling.md", "bench_served",
+             "against in-process at one thread the ratios are {}× and {}×",
+             # the page says vLLM bound its engine to one core and kept the other
+             lambda r: [r["vllm_over_in_process_1_thread"]["scoring"], r["vllm_over_in_process_1_thread"]["generation"]]
+             if [len(c) for c in r["vllm"]["thread_binding"]["engine_core_ids"]] == [1]
+             and len(r["vllm"]["thread_binding"]["reserved_cpus"] or []) == 1 else []),
+    Citation("docs/scaling.md", "bench_served",
+             "the largest log-prob difference is {}, and {} of {} greedy continuations are identical",
+             lambda r: [r["agreement"]["max_abs_logprob_difference"], r["agreement"]["identical_continuations"],
+                        r["agreement"]["continuations"]]),
+    Citation("docs/scaling.md", "bench_served",
+             "membench's client sends one request at a time, {} prompts a request, and for generation one request per distinct "
+             "budget ({} requests here)",
+             lambda r: [r["batch_size"], r["generation"]["vllm_requests"]]),
     # tasks/mink_membership/README.md: the attacks against MIMIR's per-text loops
     Citation("tasks/mink_membership/README.md", "bench_attacks",
              "the 30-epoch reference GPT-2, {} reference texts cut to {} words, batch {}, best of 3 runs): against "

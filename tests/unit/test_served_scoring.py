@@ -1,4 +1,4 @@
-"""Scoring through a completions server (harness/scoring/served.py) equals in-process scoring
+"""Scoring through a completions server (`causal_token_logprobs` given a `CompletionsClient`) equals in-process scoring
 (`causal_token_logprobs`): the fake vLLM-like server (tests/helpers/served_server.py) answers echo
 requests with the tiny random GPT-2's log-probs, computed in float32 by transformers in the server's
 thread, one plain forward pass per prompt."""
@@ -14,30 +14,14 @@ import torch
 from harness.core.errors import UserError
 from harness.model.loading import ModelSpec, load
 from harness.model.served import CompletionsClient
-from harness.scoring.causal import causal_token_logprobs
-from harness.scoring.served import served_token_logprobs
-from tests.helpers.served_server import MODEL, FakeServer
+from harness.scoring.causal import causal_token_logprobs, encode_with_bos
+from harness.scoring.extraction import SamplingScheme, extraction_logprobs_ids
+from harness.scoring.generation import greedy_continuations
+from tests.helpers.served_server import FakeServer, ModelServer
 
 CONTEXT = 32
 WORDS = ("the quick brown fox jumps over lazy dog river bank journey of a thousand miles begins with single "
          "step members parliament debated budget football club signing striker Monday zebra quantum").split()
-
-
-class ModelServer(FakeServer):
-    """The fake server with a transformers model behind its echo answers."""
-
-    def __init__(self, model, max_model_len: int | None = CONTEXT):
-        super().__init__()
-        self.model = model
-        self.models = [{**MODEL, "max_model_len": max_model_len}]
-
-    @torch.no_grad()
-    def scores(self, sequence: list[int]) -> list[tuple[float, int, float]]:
-        logits = self.model(input_ids=torch.tensor([sequence])).logits[0].float()
-        log_p = torch.log_softmax(logits, dim=-1)
-        tops = log_p.max(dim=-1)
-        return [(log_p[t - 1, sequence[t]].item(), int(tops.indices[t - 1]), tops.values[t - 1].item())
-                for t in range(1, len(sequence))]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +36,7 @@ def lm(tiny_lm):
 
 @pytest.fixture()
 def server(lm):
-    fake = ModelServer(lm.model)
+    fake = ModelServer(lm.model, max_model_len=CONTEXT + 1)  # vLLM keeps room for one output token
     yield fake
     fake.close()
 
@@ -72,7 +56,7 @@ LONG = texts([3, 12, 25, 40], seed=1)     # up to ~100 tokens: several windows o
 
 def assert_same(lm, server, texts, **options):
     """Served and in-process scores of `texts` agree within 1e-5; returns the served ones."""
-    served, served_info = served_token_logprobs(client(server), lm.tokenizer, texts, **options)
+    served, served_info = causal_token_logprobs(client(server), lm.tokenizer, texts, **options)
     local, local_info = causal_token_logprobs(lm.model, lm.tokenizer, texts, progress=False, **options)
     assert served_info.as_dict() == local_info.as_dict()
     assert len(served) == len(local) == len(texts)
@@ -127,23 +111,54 @@ def test_prefix_sharing_and_duplicate_texts_are_scored_once(lm, server):
 
 
 def test_no_texts(lm, server):
-    scores, info = served_token_logprobs(client(server), lm.tokenizer, [])
+    scores, info = causal_token_logprobs(client(server), lm.tokenizer, [])
     assert scores == [] and info.n_windows == 0 and info.context_length == CONTEXT and not server.posts()
 
 
 def test_distribution_stats_are_refused_in_one_line(lm, server):
     with pytest.raises(UserError) as caught:
-        served_token_logprobs(client(server), lm.tokenizer, SHORT, distribution_stats=True)
+        causal_token_logprobs(client(server), lm.tokenizer, SHORT, distribution_stats=True)
     line = str(caught.value)
-    assert "\n" not in line and "distribution_stats" in line and "server" in line
+    assert "\n" not in line and "Min-K%++" in line and "server" in line
     assert server.requests == []
 
 
 def test_a_server_without_max_model_len_needs_max_length(lm):
     fake = ModelServer(lm.model, max_model_len=None)
     try:
-        with pytest.raises(UserError, match="max_model_len.*max_length"):
-            served_token_logprobs(client(fake), lm.tokenizer, SHORT)
+        with pytest.raises(UserError, match="max_model_len"):
+            causal_token_logprobs(client(fake), lm.tokenizer, SHORT)
         assert_same(lm, fake, SHORT, max_length=CONTEXT)
     finally:
         fake.close()
+
+
+@pytest.mark.parametrize("scheme", [SamplingScheme(greedy=True), SamplingScheme(), SamplingScheme(top_k=5),
+                                    SamplingScheme(temperature=0.7, top_k=5, top_p=0.8)],
+                         ids=["greedy", "T=1", "top-k", "T-top-k-top-p"])
+def test_extraction_logprobs_equal_in_process(lm, server, scheme):
+    prompts = encode_with_bos(lm.tokenizer, texts([1, 2, 3], seed=2))[0]
+    targets = [lm.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts([2, 1, 2], seed=3)]
+    targets[1] = []  # an empty target scores nothing, in both engines
+    local = extraction_logprobs_ids(lm.model, prompts, targets, scheme, pad=0)
+    served = extraction_logprobs_ids(client(server), prompts, targets, scheme)
+    for want, got in zip(local, served):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    if scheme.top_k:
+        assert {post["logprobs"] for post in server.posts()} == {scheme.top_k}
+    assert np.isneginf(np.concatenate(local)).any() == (scheme.greedy or scheme.top_k is not None)
+
+
+def test_extraction_without_top_k_at_another_temperature_is_refused(lm, server):
+    with pytest.raises(UserError, match="--extraction-top-k"):
+        extraction_logprobs_ids(client(server), [[1, 2]], [[3]], SamplingScheme(temperature=0.5))
+    assert server.requests == []
+
+
+def test_greedy_continuations_equal_in_process(lm, server):
+    prompts, budgets = texts([1, 3, 6, 2], seed=4), [5, 9, 3, 12]
+    local, local_info = greedy_continuations(lm.model, lm.tokenizer, prompts, budgets, progress=False)
+    served, served_info = greedy_continuations(client(server), lm.tokenizer, prompts, budgets, max_length=CONTEXT)
+    assert served == local and served_info == local_info
+    # asked for the budgets rounded up to 8, one request per room: 5 and 3 share one
+    assert sorted(post["max_tokens"] for post in server.posts()) == [8, 16]
