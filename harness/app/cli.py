@@ -73,8 +73,8 @@ def server_spec(args: argparse.Namespace):
 
     engine = args.engine or ("local-completions" if args.base_url else "hf")
     if engine == "hf":
-        given = [flag for flag, value in (("--base-url", args.base_url), ("--served-model", args.served_model))
-                 if value]
+        given = [flag for flag, value in (("--base-url", args.base_url), ("--served-model", args.served_model),
+                                          ("--num-concurrent", args.num_concurrent != 1)) if value]
         if given:
             raise UserError(f"{given[0]} is for --engine local-completions, not hf")
         return None
@@ -87,7 +87,8 @@ def server_spec(args: argparse.Namespace):
         raise UserError(f"{mixed[0]} sets how membench loads weights; with --base-url the server holds them")
     return ServerSpec(base_url=args.base_url, served_model=args.served_model,
                       api_key=os.environ.get("OPENAI_API_KEY") or None, timeout_s=args.timeout,
-                      max_retries=args.max_retries,  # prompts per request: --batch-size (lm-eval's batch_size)
+                      max_retries=args.max_retries, num_concurrent=args.num_concurrent,
+                      # prompts a request: --batch-size (lm-eval's batch_size), 16 under auto
                       batch_size=args.batch_size if isinstance(args.batch_size, int) else 16)
 
 

@@ -191,6 +191,9 @@ def add_evaluate(commands, task_flags: bool = True) -> None:
     ev.add_argument("--max-retries", type=non_negative_int, default=DEFAULT_MAX_RETRIES,
                     help=f"local-completions: retries of a request after a connection error, a timeout, HTTP 429 or "
                          f"5xx, with exponential backoff (default {DEFAULT_MAX_RETRIES})")
+    ev.add_argument("--num-concurrent", type=positive_int, default=1,
+                    help="local-completions: requests in flight at once (default 1; a GPU server batches them), "
+                         "each of --batch-size prompts")
     ev.add_argument("--model-kind", choices=[k.value for k in ModelKind], help="override the detected kind")
     ev.add_argument("--model-name", help="display name in the results (default: hub id, folder name, or the GGUF "
                                          "file's name without .gguf)")

@@ -77,8 +77,9 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """Where a served model is (`--base-url`, `--served-model`) and how long to wait for it (`--timeout`,
-    `--max-retries`); lm-evaluation-harness's `local-completions` arguments of the same names."""
+    """Where a served model is (`--base-url`, `--served-model`), how long to wait for it (`--timeout`,
+    `--max-retries`) and how many requests to keep in flight (`--num-concurrent`); lm-evaluation-harness's
+    `local-completions` arguments of the same names."""
 
     base_url: str
     served_model: str | None = None
@@ -86,6 +87,7 @@ class ServerSpec:
     timeout_s: float = served.DEFAULT_TIMEOUT_S
     max_retries: int = served.DEFAULT_MAX_RETRIES
     batch_size: int = served.DEFAULT_BATCH_SIZE
+    num_concurrent: int = 1
 
 
 def looks_like_path(model: str) -> bool:
@@ -94,9 +96,10 @@ def looks_like_path(model: str) -> bool:
             or model.count("/") > 1 or model in (".", ".."))
 
 
-def resolve_local_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
+def resolve_local_folder(spec: ModelSpec, weights: bool = True) -> tuple[Path, bool, str | None]:
     """(folder, whether it came from the hub, resolved revision) for a local path, a hub id or a
-    `pretrained:<name>` (`harness.model.pretrained`); its small files are checked (`check_checkpoint_files`)."""
+    `pretrained:<name>` (`harness.model.pretrained`); its small files are checked (`check_checkpoint_files`).
+    `weights=False`: of a hub id, only the config and tokenizer files are fetched."""
     path = Path(resolve_pretrained(spec.model)).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -105,7 +108,7 @@ def resolve_local_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
         return path, False, spec.revision
     if looks_like_path(spec.model):
         raise UserError(f"model path does not exist: {spec.model}")
-    folder, from_hub, revision = _download_from_hub(spec)
+    folder, from_hub, revision = _download_from_hub(spec, weights)
     check_checkpoint_files(folder)
     return folder, from_hub, revision
 
@@ -123,10 +126,12 @@ def check_checkpoint_files(folder: Path) -> None:
             check_regular_file(path, CONFIG_MAX_BYTES, "checkpoint config file")
 
 
-def _download_from_hub(spec: ModelSpec) -> tuple[Path, bool, str]:
+def _download_from_hub(spec: ModelSpec, weights: bool = True) -> tuple[Path, bool, str]:
     from huggingface_hub import snapshot_download
 
-    patterns = list(CONFIG_FILES) + list(SAFE_WEIGHTS) + (list(PICKLE_WEIGHTS) if spec.allow_pickle else [])
+    patterns = list(CONFIG_FILES)
+    if weights:
+        patterns += list(SAFE_WEIGHTS) + (list(PICKLE_WEIGHTS) if spec.allow_pickle else [])
     if spec.trust_remote_code:
         patterns.append("*.py")
     try:
@@ -547,9 +552,9 @@ def load_served(spec: ModelSpec) -> LoadedModel:
     does not show (`served_identity`)."""
     server = spec.server
     if spec.random_weights_seed is not None or spec.device_map or spec.gguf_file:
-        raise UserError("--base-url scores the model the server serves: --random-weights-seed, --device-map and "
+        raise UserError("--base-url scores the model the server serves: --random-weights, --device-map and "
                         "--gguf-file do not apply")
-    folder, from_hub, revision = resolve_served_folder(spec)
+    folder, from_hub, revision = resolve_local_folder(spec, weights=False)  # the server has the weights
     config = read_config(folder)
     kind = spec.kind or detect_kind_with_note(config)[0]
     if kind is not ModelKind.CAUSAL_LM:
@@ -557,7 +562,7 @@ def load_served(spec: ModelSpec) -> LoadedModel:
     tokenizer = load_tokenizer(folder, spec.trust_remote_code)
     client = served.CompletionsClient(server.base_url, server.served_model, api_key=server.api_key,
                                       timeout_s=server.timeout_s, max_retries=server.max_retries,
-                                      batch_size=server.batch_size)
+                                      batch_size=server.batch_size, num_concurrent=server.num_concurrent)
     entry = next((m for m in client.served_models() if m.id == client.model), None)
     if entry is None:
         listed = ", ".join(m.id for m in client.served_models()) or "none"
@@ -573,23 +578,6 @@ def load_served(spec: ModelSpec) -> LoadedModel:
         context_length=client.context_length(),
         info={"architectures": config.get("architectures"), "model_type": config.get("model_type"), **details},
         engine="local-completions")
-
-
-def resolve_served_folder(spec: ModelSpec) -> tuple[Path, bool, str | None]:
-    """The folder of the config and tokenizer a served model's `--model` names: a local folder as it is,
-    a hub id's config and tokenizer files only (the server has the weights)."""
-    path = Path(resolve_pretrained(spec.model)).expanduser()
-    if path.exists() or looks_like_path(spec.model):
-        return resolve_local_folder(spec)
-    from huggingface_hub import snapshot_download
-
-    try:
-        folder = Path(snapshot_download(spec.model, revision=spec.revision, allow_patterns=list(CONFIG_FILES)))
-    except Exception as err:  # the hub client has many error types; all mean "could not get it"
-        raise UserError(f"cannot fetch {spec.model!r}'s tokenizer and config from the Hugging Face Hub (offline or "
-                        f"unknown id?): {type(err).__name__}: {first_line(err)}") from None
-    check_checkpoint_files(folder)
-    return folder, True, folder.name
 
 
 def served_identity(entry: served.ServedModel, folder: Path, config: dict, kind: ModelKind) -> ModelIdentity:

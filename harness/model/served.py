@@ -16,7 +16,8 @@ A server that rejects one of them with an HTTP 400 naming it is asked again with
 asked for it again); one that ignores it is read by the standard fields.
 
 Options follow lm-evaluation-harness's `local-completions` where they fit: `base_url` (its
-`.../v1/completions` form is accepted too), `timeout_s` (its `timeout`), `max_retries`, `batch_size`.
+`.../v1/completions` form is accepted too), `timeout_s` (its `timeout`), `max_retries`, `batch_size`
+(prompts a request), `num_concurrent` (requests in flight at once).
 
 Time is bounded: an attempt ends `timeout_s` after it starts (connecting, sending and reading the
 whole answer); only a connection error, a timeout, HTTP 429 or HTTP 5xx is retried, at most
@@ -33,6 +34,7 @@ import json
 import socket
 import ssl
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -107,15 +109,17 @@ class CompletionsClient:
     def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, max_retries: int = DEFAULT_MAX_RETRIES,
                  backoff_s: float = DEFAULT_BACKOFF_S, backoff_cap_s: float = DEFAULT_BACKOFF_CAP_S,
-                 batch_size: int = DEFAULT_BATCH_SIZE):
+                 batch_size: int = DEFAULT_BATCH_SIZE, num_concurrent: int = 1):
         base = base_url.rstrip("/")
         if base.endswith("/completions"):  # lm-eval's base_url names the endpoint itself
             base = base[: -len("/completions")]
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UserError(f"not an http(s) URL: {base_url!r}")
-        if timeout_s <= 0 or max_retries < 0 or backoff_s < 0 or backoff_cap_s < 0 or batch_size < 1:
-            raise ValueError("timeout_s and batch_size must be positive, max_retries and backoffs non-negative")
+        if (timeout_s <= 0 or max_retries < 0 or backoff_s < 0 or backoff_cap_s < 0 or batch_size < 1
+                or num_concurrent < 1):
+            raise ValueError("timeout_s, batch_size and num_concurrent must be positive, max_retries and backoffs "
+                             "non-negative")
         self.base_url = base
         self.api_key = api_key
         self.timeout_s = float(timeout_s)
@@ -123,6 +127,7 @@ class CompletionsClient:
         self.backoff_s = float(backoff_s)
         self.backoff_cap_s = float(backoff_cap_s)
         self.batch_size = int(batch_size)
+        self.num_concurrent = int(num_concurrent)
         self._model = model
         self._rejected: set[str] = set()  # vLLM extensions this server answered 400 to
         self._echo_max_tokens = 0         # 1 once the server has refused max_tokens=0 with echo
@@ -314,19 +319,30 @@ class CompletionsClient:
         the tokens sent (else: truncated, or tokens added)."""
         if any(len(p) == 0 for p in prompts):
             raise ValueError("an empty prompt has no tokens to score")
-        scores: list[PromptLogprobs] = []
-        for start in range(0, len(prompts), self.batch_size):
-            batch = [[int(t) for t in p] for p in prompts[start:start + self.batch_size]]
+        batches = [[[int(t) for t in p] for p in prompts[start:start + self.batch_size]]
+                   for start in range(0, len(prompts), self.batch_size)]
+
+        def score(batch: list[list[int]]) -> list[_Echo]:
             try:
-                echoes = self._echo(batch, top_n)
+                return self._echo(batch, top_n)
             except ServerHTTPError as error:
                 if top_n > 1 and error.names("logprobs"):
                     raise UserError(f"{error} (asked for the top {top_n} log-probs; vLLM: start it with "
                                     f"--max-logprobs {top_n} or more)") from None
                 raise
-            for offset, (sent, echo) in enumerate(zip(batch, echoes)):
-                scores.append(self._scored(start + offset, sent, echo, top_n))
-        return scores
+
+        sent = [prompt for batch in batches for prompt in batch]
+        echoes = [echo for found in self._each(score, batches) for echo in found]
+        return [self._scored(index, prompt, echo, top_n) for index, (prompt, echo) in enumerate(zip(sent, echoes))]
+
+    def _each(self, request, batches: list) -> list:
+        """`request(batch)` for every batch, in order: one at a time, or `num_concurrent` at once (a
+        server such as vLLM batches the requests it has in flight); the first failure is raised."""
+        if self.num_concurrent == 1 or len(batches) < 2:
+            return [request(batch) for batch in batches]
+        _ = self.model  # asked once, before the threads
+        with ThreadPoolExecutor(max_workers=self.num_concurrent) as pool:
+            return list(pool.map(request, batches))
 
     def _scored(self, index: int, sent: list[int], echo: _Echo, top_n: int = 1) -> PromptLogprobs:
         n = len(sent)
@@ -386,20 +402,24 @@ class CompletionsClient:
                   else [int(m) for m in max_tokens])
         if len(limits) != len(prompts):
             raise ValueError(f"{len(limits)} max_tokens for {len(prompts)} prompts")
-        out: list[list[Generation] | None] = [None] * len(prompts)
+        batches = []
         for limit in sorted(set(limits)):
             chosen = [i for i, m in enumerate(limits) if m == limit]
-            for start in range(0, len(chosen), self.batch_size):
-                batch = chosen[start:start + self.batch_size]
-                payload = {"model": self.model, "prompt": [[int(t) for t in prompts[i]] for i in batch],
-                           "max_tokens": limit, "temperature": temperature, "n": n}
-                if seed is not None:
-                    payload["seed"] = int(seed)
-                if stop:
-                    payload["stop"] = list(stop)
-                choices = self._choices(self._completions(payload, {"return_token_ids": True}), len(batch) * n)
-                for k, i in enumerate(batch):
-                    out[i] = [self._generation(c) for c in choices[k * n:(k + 1) * n]]
+            batches += [chosen[start:start + self.batch_size] for start in range(0, len(chosen), self.batch_size)]
+
+        def request(batch: list[int]) -> list[dict]:
+            payload = {"model": self.model, "prompt": [[int(t) for t in prompts[i]] for i in batch],
+                       "max_tokens": limits[batch[0]], "temperature": temperature, "n": n}
+            if seed is not None:
+                payload["seed"] = int(seed)
+            if stop:
+                payload["stop"] = list(stop)
+            return self._choices(self._completions(payload, {"return_token_ids": True}), len(batch) * n)
+
+        out: list[list[Generation] | None] = [None] * len(prompts)
+        for batch, choices in zip(batches, self._each(request, batches)):
+            for k, i in enumerate(batch):
+                out[i] = [self._generation(c) for c in choices[k * n:(k + 1) * n]]
         return out
 
     def _generation(self, choice: dict) -> Generation:

@@ -16,6 +16,8 @@ from conftest import assert_user_error, save_tiny_causal_lm, write_jsonl
 from harness.app.cli import main
 from harness.core.results import load_results
 from harness.model.loading import ModelSpec, load
+from leaderboard.build import render_markdown
+from leaderboard.render import SERVED_LEGEND, SERVED_MARK
 from tests.helpers.served_server import ModelServer
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
@@ -67,6 +69,9 @@ def test_a_served_model_is_scored_and_recorded_as_served(server, tiny_lm, data, 
     for name in ("finetune_memorization", "probe_memorization", "weat", "privacy_extraction"):
         assert entries[name].status == "skipped" and "cannot score a served model" in entries[name].skip_reason
         assert f"{name} skipped: {name} cannot score a served model" in err  # one line each, with its reason
+    markdown, _ = render_markdown(out)  # the board marks the served row, and says why
+    assert f"xsum-gpt2-e30 ({results.model.identity[:8]})" in markdown and SERVED_LEGEND in markdown
+    assert markdown.count(f" {SERVED_MARK}") >= 2  # the overview's cells and the task table's row
 
 
 def test_server_down(tiny_lm, data, tmp_path, capsys, server):

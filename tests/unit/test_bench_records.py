@@ -473,8 +473,8 @@ CITATIONS = [
              lambda r: [r["agreement"]["max_abs_logprob_difference"], r["agreement"]["identical_continuations"],
                         r["agreement"]["continuations"]]),
     Citation("docs/scaling.md", "bench_served",
-             "membench's client sends one request at a time, {} prompts a request, and for generation one request per distinct "
-             "budget ({} requests here)",
+             "Here membench's client sent one request at a time (`--num-concurrent 1`), {} prompts a request, and for "
+             "generation one request per room of budgets rounded up to 8 ({} requests here)",
              lambda r: [r["batch_size"], r["generation"]["vllm_requests"]]),
     # tasks/mink_membership/README.md: the attacks against MIMIR's per-text loops
     Citation("tasks/mink_membership/README.md", "bench_attacks",

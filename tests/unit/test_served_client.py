@@ -133,6 +133,16 @@ def test_generate_greedy_and_sampled_with_token_ids(server):
         "n": 2, "seed": 7, "stop": ["\n"], "temperature": 1.0}
 
 
+def test_concurrent_requests_give_what_one_at_a_time_gives(server):
+    c = client(server.url, num_concurrent=3)
+    assert_scores(c.prompt_logprobs(PROMPTS))
+    assert sorted(len(p["prompt"]) for p in server.posts()) == [1, 2, 2]
+    prompts, limits = [[1, 2], [10], [20, 21, 22], [30], [5, 6]], [3, 2, 3, 2, 3]
+    assert c.generate(prompts, limits) == client(server.url).generate(prompts, limits)
+    server.mode = "no-logprobs"  # a failure in one thread is the call's
+    user_error(lambda: c.prompt_logprobs(PROMPTS), "no log-probs")
+
+
 def test_generate_without_token_ids_from_a_plain_server(server):
     server.mode = "openai"
     (gens,) = client(server.url).generate([[1, 2]], max_tokens=2)
