@@ -14,6 +14,10 @@
   at 0 in every row, so a text's scores do not depend on its batch.
 - Every distinct token sequence is scored once, and a sequence that is a prefix of another is read
   off the longer one: token t's window and context depend only on t, so the values are the same.
+- A served model (`harness.model.served.CompletionsClient` in the model's place): the same windows,
+  each sent as one prompt of token ids and echoed with its log-probs (`_served_rows`), in a context of
+  the server's (`CompletionsClient.context_length`); Min-K%++'s statistics, which need the whole
+  next-token distribution, are refused.
 """
 
 from __future__ import annotations

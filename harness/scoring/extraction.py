@@ -268,8 +268,7 @@ def served_extraction_logprobs(client: CompletionsClient, prompt_ids: list[list[
     scorable = [i for i, t in enumerate(target_ids) if t]
     if any(not prompt_ids[i] for i in scorable):
         raise ValueError("every prompt needs at least one token")
-    echoed = client.prompt_logprobs([list(prompt_ids[i]) + list(target_ids[i]) for i in scorable],
-                                    top_n if scheme.top_k is not None else 1)
+    echoed = client.prompt_logprobs([list(prompt_ids[i]) + list(target_ids[i]) for i in scorable], top_n)
     warpers = scheme.processors()
     for i, echo in zip(scorable, echoed):
         first = len(prompt_ids[i]) - 1  # echo arrays hold tokens 1..n-1: target token j is at first + j

@@ -34,10 +34,10 @@ ATTACKS = ATTACK_ORDER
 # the attacks whose score of a text reads only the text's own token log-probs
 OWN_ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
 # The attacks a model on a completions server cannot run (`LoadedModel.served`), and why.
-ATTACKS_NOT_SERVED = {"min_k_pp": "Min-K%++ needs the mean and variance of the whole next-token distribution, which a "
-                          "completions server does not return",
-              "gradnorm": "the gradient norm needs gradients of the model's weights, which a completions server "
-                          "does not expose"}
+ATTACKS_NOT_SERVED = {
+    "min_k_pp": "Min-K%++ needs the mean and variance of the whole next-token distribution, which a completions "
+                "server does not return",
+    "gradnorm": "the gradient norm needs gradients of the model's weights, which a completions server does not expose"}
 ROLES = {"ref": "reference_model", "ne": "neighbour_model"}  # attack -> the setting naming its model
 
 

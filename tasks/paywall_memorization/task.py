@@ -167,7 +167,10 @@ class PaywallMemorization(Task):
         if not model.served:
             return
         if config.extraction:
-            served_top_n(config.scheme())
+            try:
+                served_top_n(config.scheme())
+            except UserError as err:
+                raise UserError(f"{self.NAME}: {err}") from None
         if config.near_verbatim_beam:
             raise UserError(f"{self.NAME}: --near-verbatim-beam searches over the model's whole next-token "
                             "distributions, which a completions server does not return: score in-process")

@@ -119,6 +119,10 @@ def test_server_truncates_the_prompt(tiny_lm, data, tmp_path, capsys, server):
     (["--dtype", "bfloat16"], "--dtype sets how membench loads weights"),
     (["--attacks", "loss,min_k_pp"], "min_k_pp, which a served model cannot run"),
     (["--tasks", "mink_membership,finetune_memorization"], "finetune_memorization cannot score a served model"),
+    (["--tasks", "mink_membership,paywall_memorization", "--extraction-top-k", "none", "--extraction-temperature",
+      "0.5"], "paywall_memorization: p_z at temperature 0.5 without top-k needs the whole next-token distribution"),
+    (["--tasks", "mink_membership,paywall_memorization", "--near-verbatim-beam", "4"],
+     "--near-verbatim-beam searches over the model's whole next-token distributions"),
 ])
 def test_flags_a_served_model_cannot_take(server, tiny_lm, data, tmp_path, capsys, extra, needle):
     assert_user_error(capsys, argv(server.url, tiny_lm, data, tmp_path / "out", *extra), tmp_path / "out", needle)
