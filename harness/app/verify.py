@@ -215,6 +215,10 @@ def verify_with_model(path: Path, model: str, sample: int, seed: int = 0, device
 
     done = verify_file(path)
     results = done.results
+    if results.model.identity_kind == "served":
+        raise UserError(f"{path}: {results.model.name} was scored through a completions server, whose weights were "
+                        "not hashed: no local weights can be checked against it (`membench verify` without --model "
+                        "recomputes its numbers from the records)")
     lm = load(ModelSpec(model=model, kind=ModelKind(results.model.kind), dtype=results.model.dtype, device=device))
     if lm.identity != results.model.identity:
         raise UserError(f"{path}: --model {model} has identity {lm.identity[:16]}, the file's model "

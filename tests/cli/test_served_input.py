@@ -69,6 +69,9 @@ def test_a_served_model_is_scored_and_recorded_as_served(server, tiny_lm, data, 
     for name in ("finetune_memorization", "probe_memorization", "weat", "privacy_extraction"):
         assert entries[name].status == "skipped" and "cannot score a served model" in entries[name].skip_reason
         assert f"{name} skipped: {name} cannot score a served model" in err  # one line each, with its reason
+    path = next(out.glob("*.json"))
+    assert main(["verify", str(path)]) == 0  # its numbers follow from its records
+    assert_user_error(capsys, ["verify", "--model", str(tiny_lm), str(path)], None, "scored through a completions server")
     markdown, _ = render_markdown(out)  # the board marks the served row, and says why
     assert f"xsum-gpt2-e30 ({results.model.identity[:8]})" in markdown and SERVED_LEGEND in markdown
     assert markdown.count(f" {SERVED_MARK}") >= 2  # the overview's cells and the task table's row
