@@ -12,6 +12,7 @@ top log-probs per position (paywall's p_z asks for its top-k, 40 by default)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -51,14 +52,25 @@ SERVER_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_
               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
+def model_context(folder: Path | str) -> int:
+    """The context of the checkpoint in `folder` (config.json: GPT-2's n_positions, or max_position_embeddings)."""
+    config = json.loads((Path(folder) / "config.json").read_text())
+    return int(config.get("n_positions") or config["max_position_embeddings"])
+
+
 @contextmanager
-def vllm_server(model: Path | str, max_model_len: int = 512, max_logprobs: int = 40,
+def vllm_server(model: Path | str, max_model_len: int | None = None, max_logprobs: int = 40,
                 start_timeout_s: float = 600.0) -> Iterator[RunningServer]:
     """Serve `model` (a checkpoint folder) with vLLM on 127.0.0.1 (`SERVER_ENV`, float32, eager); yields the
-    running server. A `RuntimeError` with the log's tail when it does not come up."""
+    running server. `max_model_len` defaults to the model's context plus one (vLLM keeps room for one
+    output token even when echoing a prompt with `max_tokens: 0`, so that membench scores the model's whole
+    context, as in-process: `CompletionsClient.context_length`), which needs
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; no prompt reaches that last position. A `RuntimeError` with the log's
+    tail when the server does not come up."""
     python = vllm_python()
     if python is None:
         raise RuntimeError(f"no vLLM venv: {INSTALL_HINT}")
+    max_model_len = max_model_len or model_context(model) + 1
     port = free_port()
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
                "--port", str(port), "--dtype", "float32", "--max-model-len", str(max_model_len), "--enforce-eager",
@@ -67,8 +79,8 @@ def vllm_server(model: Path | str, max_model_len: int = 512, max_logprobs: int =
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "vllm.log"
         with log.open("wb") as sink:
-            server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **SERVER_ENV},
-                                      start_new_session=True)
+            server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                      env={**os.environ, **SERVER_ENV, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
         try:
             yield RunningServer(base_url, log, wait_until_ready(server, base_url, log, start_timeout_s))
         finally:

@@ -18,6 +18,7 @@ import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from harness.core.errors import UserError, warn
 from harness.core.io import (
@@ -563,6 +564,8 @@ def load_served(spec: ModelSpec) -> LoadedModel:
     client = served.CompletionsClient(server.base_url, server.served_model, api_key=server.api_key,
                                       timeout_s=server.timeout_s, max_retries=server.max_retries,
                                       batch_size=server.batch_size, num_concurrent=server.num_concurrent)
+    # the model's own context, as in-process (multimodal wrappers keep it in their text config)
+    client.model_context = context_length(SimpleNamespace(**config.get("text_config", config)))
     entry = next((m for m in client.served_models() if m.id == client.model), None)
     if entry is None:
         listed = ", ".join(m.id for m in client.served_models()) or "none"

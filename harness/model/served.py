@@ -129,6 +129,8 @@ class CompletionsClient:
         self.batch_size = int(batch_size)
         self.num_concurrent = int(num_concurrent)
         self._model = model
+        # the served model's own context, where known (`context_length`); set by the loader from its config
+        self.model_context: int | None = None
         self._rejected: set[str] = set()  # vLLM extensions this server answered 400 to
         self._echo_max_tokens = 0         # 1 once the server has refused max_tokens=0 with echo
 
@@ -245,17 +247,20 @@ class CompletionsClient:
         return self._model
 
     def context_length(self) -> int:
-        """The longest prompt the server scores for `model`: its `max_model_len` (GET /models) less one,
-        since vLLM makes room for one output token even when asked for none (HTTP 400 "The decoder
-        prompt (length 512) plus the number of requested output tokens (at least 1) is longer than the
-        maximum model length of 512", vLLM 0.32). Windows of long texts are one token shorter than
-        in-process, where the model's whole context is used."""
+        """The context membench scores `model` in: the longest prompt the server scores, its `max_model_len`
+        (GET /models) less one, since vLLM makes room for one output token even when asked for none
+        (HTTP 400 "The decoder prompt (length 512) plus the number of requested output tokens (at least
+        1) is longer than the maximum model length of 512", vLLM 0.32); at most `model_context`, the
+        model's own context where it is known (its config.json), as in-process. So a server started with
+        a `max_model_len` one more than the model's context (vLLM: `--max-model-len 513` for a 512-token
+        GPT-2, with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) is scored in the very windows of the in-process run;
+        one that leaves less, in windows that much shorter."""
         name = self.model
         lengths = [m.max_model_len for m in self.served_models() if m.id == name]
         if not lengths or not isinstance(lengths[0], int) or lengths[0] < 3:
             raise UserError(f"the server at {self.base_url} does not say the context length of {name!r} "
                             "(max_model_len in GET /models), which membench needs to fit prompts to it")
-        return lengths[0] - 1
+        return min(lengths[0] - 1, self.model_context or lengths[0])
 
     # -- prompt log-probs ------------------------------------------------------------------------
 
