@@ -67,8 +67,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def server_spec(args: argparse.Namespace):
     """`--engine local-completions` (or `--base-url` alone): where the server is and how long to wait for it
-    (`harness.model.loading.ServerSpec`); None for the in-process engine, whose flags the server ones
-    may not be mixed with."""
+    (`harness.model.loading.ServerSpec`); None for the in-process engine, which takes none of the server's
+    flags (the loading flags a server does not take: `harness.model.loading.load_served`)."""
     from harness.model.loading import ServerSpec
 
     engine = args.engine or ("local-completions" if args.base_url else "hf")
@@ -80,11 +80,6 @@ def server_spec(args: argparse.Namespace):
         return None
     if not args.base_url:
         raise UserError("--engine local-completions needs --base-url http://HOST:PORT/v1 (the server's address)")
-    mixed = [flag for flag, value in (("--random-weights", args.random_weights is not None),
-                                      ("--device-map", args.device_map), ("--gguf-file", args.gguf_file),
-                                      ("--dtype", args.dtype != "auto")) if value]
-    if mixed:
-        raise UserError(f"{mixed[0]} sets how membench loads weights; with --base-url the server holds them")
     return ServerSpec(base_url=args.base_url, served_model=args.served_model,
                       api_key=os.environ.get("OPENAI_API_KEY") or None, timeout_s=args.timeout,
                       max_retries=args.max_retries, num_concurrent=args.num_concurrent,

@@ -552,9 +552,11 @@ def load_served(spec: ModelSpec) -> LoadedModel:
     says of the model (GET /models), the tokenizer and the config; not the weights, which the server
     does not show (`served_identity`)."""
     server = spec.server
-    if spec.random_weights_seed is not None or spec.device_map or spec.gguf_file:
-        raise UserError("--base-url scores the model the server serves: --random-weights, --device-map and "
-                        "--gguf-file do not apply")
+    mixed = [flag for flag, value in (("--random-weights", spec.random_weights_seed is not None),
+                                      ("--device-map", spec.device_map), ("--gguf-file", spec.gguf_file),
+                                      ("--dtype", spec.dtype != "auto")) if value]
+    if mixed:
+        raise UserError(f"{mixed[0]} sets how membench loads weights; with --base-url the server holds them")
     folder, from_hub, revision = resolve_local_folder(spec, weights=False)  # the server has the weights
     config = read_config(folder)
     kind = spec.kind or detect_kind_with_note(config)[0]
