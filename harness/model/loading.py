@@ -568,9 +568,10 @@ def load_served(spec: ModelSpec) -> LoadedModel:
                                       batch_size=server.batch_size, num_concurrent=server.num_concurrent)
     # the model's own context, as in-process (multimodal wrappers keep it in their text config)
     client.model_context = context_length(SimpleNamespace(**config.get("text_config", config)))
-    entry = next((m for m in client.served_models() if m.id == client.model), None)
+    models = client.served_models()
+    entry = next((m for m in models if m.id == client.model), None)
     if entry is None:
-        listed = ", ".join(m.id for m in client.served_models()) or "none"
+        listed = ", ".join(m.id for m in models) or "none"
         raise UserError(f"the server at {client.base_url} does not serve {client.model!r} (it serves {listed})")
     client.check_tokenizer(tokenizer, list(TOKENIZER_PROBES))
     identity = served_identity(entry, folder, config, kind)

@@ -131,6 +131,7 @@ class CompletionsClient:
         self._model = model
         # the served model's own context, where known (`context_length`); set by the loader from its config
         self.model_context: int | None = None
+        self._max_model_len: int | None = None  # the server's, once read (`context_length`)
         self._rejected: set[str] = set()  # vLLM extensions this server answered 400 to
         self._echo_max_tokens = 0         # 1 once the server has refused max_tokens=0 with echo
 
@@ -255,12 +256,14 @@ class CompletionsClient:
         a `max_model_len` one more than the model's context (vLLM: `--max-model-len 513` for a 512-token
         GPT-2, with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) is scored in the very windows of the in-process run;
         one that leaves less, in windows that much shorter."""
-        name = self.model
-        lengths = [m.max_model_len for m in self.served_models() if m.id == name]
-        if not lengths or not isinstance(lengths[0], int) or lengths[0] < 3:
-            raise UserError(f"the server at {self.base_url} does not say the context length of {name!r} "
-                            "(max_model_len in GET /models), which membench needs to fit prompts to it")
-        return min(lengths[0] - 1, self.model_context or lengths[0])
+        if self._max_model_len is None:  # asked once: every scoring call reads it
+            name = self.model
+            lengths = [m.max_model_len for m in self.served_models() if m.id == name]
+            if not lengths or not isinstance(lengths[0], int) or lengths[0] < 3:
+                raise UserError(f"the server at {self.base_url} does not say the context length of {name!r} "
+                                "(max_model_len in GET /models), which membench needs to fit prompts to it")
+            self._max_model_len = lengths[0]
+        return min(self._max_model_len - 1, self.model_context or self._max_model_len)
 
     # -- prompt log-probs ------------------------------------------------------------------------
 
